@@ -1,0 +1,314 @@
+#include "hlo/builder.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace torch_tpu {
+namespace {
+
+std::string float_bits_hex(double value, ElementType type) {
+  // Non-finite values have no decimal spelling in MLIR: write their bit patterns.
+  bool neg = std::signbit(value);
+  bool nan = std::isnan(value);
+  unsigned long long bits = 0;
+  switch (type) {
+    case ElementType::kF16: bits = nan ? 0x7E00 : 0x7C00; if (neg && !nan) bits |= 0x8000; break;
+    case ElementType::kBF16: bits = nan ? 0x7FC0 : 0x7F80; if (neg && !nan) bits |= 0x8000; break;
+    case ElementType::kF32: bits = nan ? 0x7FC00000ULL : 0x7F800000ULL; if (neg && !nan) bits |= 0x80000000ULL; break;
+    default:
+      bits = nan ? 0x7FF8000000000000ULL : 0x7FF0000000000000ULL;
+      if (neg && !nan) bits |= 0x8000000000000000ULL;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%llX", bits);
+  return buf;
+}
+
+std::string float_literal(double value, ElementType type) {
+  if (!std::isfinite(value)) return float_bits_hex(value, type);
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.17e", value);
+  return buf;
+}
+
+const char* direction_name(CompareDirection d) {
+  switch (d) {
+    case CompareDirection::kEq: return "EQ";
+    case CompareDirection::kNe: return "NE";
+    case CompareDirection::kLt: return "LT";
+    case CompareDirection::kLe: return "LE";
+    case CompareDirection::kGt: return "GT";
+    case CompareDirection::kGe: return "GE";
+  }
+  return "EQ";
+}
+
+const char* compare_type(ElementType t) {
+  if (is_floating(t) || is_complex(t)) return "FLOAT";
+  if (is_signed_integer(t)) return "SIGNED";
+  return "UNSIGNED";
+}
+
+}  // namespace
+
+int64_t TensorType::numel() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string TensorType::str() const {
+  std::string s = "tensor<";
+  for (int64_t d : dims) s += std::to_string(d) + "x";
+  return s + mlir_name(dtype) + ">";
+}
+
+std::string join_names(const std::vector<Value>& values) {
+  std::string s;
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + values[i].name;
+  return s;
+}
+
+std::string join_types(const std::vector<TensorType>& types) {
+  std::string s;
+  for (size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + types[i].str();
+  return s;
+}
+
+std::string i64_array(const std::vector<int64_t>& values) {
+  std::string s = "array<i64";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : ": ") + std::to_string(values[i]);
+  return s + ">";
+}
+
+std::string i64_list(const std::vector<int64_t>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s + "]";
+}
+
+std::string scalar_literal(double value, ElementType type) {
+  if (type == ElementType::kPred) return value != 0 ? "true" : "false";
+  if (is_floating(type)) return float_literal(value, type);
+  if (is_complex(type)) {
+    ElementType part = type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    return "(" + float_literal(value, part) + ", " + float_literal(0.0, part) + ")";
+  }
+  if (is_unsigned_integer(type)) return std::to_string(static_cast<unsigned long long>(value));
+  return std::to_string(static_cast<long long>(value));
+}
+
+std::string HloBuilder::fresh() { return "%" + std::to_string(next_id_++); }
+
+Value HloBuilder::arg(const TensorType& type, int alias_output) {
+  std::string name = "%arg" + std::to_string(args_.size());
+  args_.emplace_back(type, alias_output);
+  return {name, type};
+}
+
+std::vector<Value> HloBuilder::op(const std::string& name, const std::vector<Value>& operands,
+                                  const std::vector<TensorType>& results, const std::string& attrs,
+                                  const std::vector<std::string>& regions) {
+  std::ostringstream& out = bodies_.empty() ? main_body_ : *bodies_.back();
+  std::string id = fresh();
+  out << std::string(indent_, ' ');
+  if (results.size() == 1) {
+    out << id << " = ";
+  } else if (results.size() > 1) {
+    out << id << ":" << results.size() << " = ";
+  }
+  out << "\"" << name << "\"(" << join_names(operands) << ")";
+  if (!regions.empty()) {
+    out << " (";
+    for (size_t i = 0; i < regions.size(); ++i) out << (i ? ", " : "") << regions[i];
+    out << ")";
+  }
+  if (!attrs.empty()) out << " {" << attrs << "}";
+  std::vector<TensorType> operand_types;
+  for (const auto& v : operands) operand_types.push_back(v.type);
+  out << " : (" << join_types(operand_types) << ") -> ";
+  if (results.size() == 1) {
+    out << results[0].str();
+  } else {
+    out << "(" << join_types(results) << ")";
+  }
+  out << "\n";
+  std::vector<Value> values;
+  for (size_t i = 0; i < results.size(); ++i) {
+    values.push_back({results.size() == 1 ? id : id + "#" + std::to_string(i), results[i]});
+  }
+  return values;
+}
+
+Value HloBuilder::op1(const std::string& name, const std::vector<Value>& operands, const TensorType& result,
+                      const std::string& attrs, const std::vector<std::string>& regions) {
+  return op(name, operands, {result}, attrs, regions)[0];
+}
+
+std::string HloBuilder::region(const std::vector<TensorType>& arg_types, const RegionBody& body) {
+  std::ostringstream text;
+  std::vector<Value> args;
+  std::string header = "^bb0(";
+  for (size_t i = 0; i < arg_types.size(); ++i) {
+    Value v{"%b" + std::to_string(next_id_++), arg_types[i]};
+    header += (i ? ", " : "") + v.name + ": " + v.type.str();
+    args.push_back(v);
+  }
+  header += "):";
+  bodies_.push_back(&text);
+  indent_ += 2;
+  std::vector<Value> yielded;
+  try {
+    yielded = body(*this, args);
+  } catch (...) {
+    bodies_.pop_back();
+    indent_ -= 2;
+    throw;
+  }
+  std::vector<TensorType> types;
+  for (const auto& v : yielded) types.push_back(v.type);
+  text << std::string(indent_, ' ') << "\"stablehlo.return\"(" << join_names(yielded) << ") : (" << join_types(types)
+       << ") -> ()\n";
+  bodies_.pop_back();
+  indent_ -= 2;
+  return "{\n" + std::string(indent_, ' ') + header + "\n" + text.str() + std::string(indent_, ' ') + "}";
+}
+
+Value HloBuilder::constant(double value, ElementType dtype, const std::vector<int64_t>& dims) {
+  TensorType t{dtype, dims};
+  return op1("stablehlo.constant", {}, t, "value = dense<" + scalar_literal(value, dtype) + "> : " + t.str());
+}
+
+Value HloBuilder::convert(const Value& v, ElementType dtype) {
+  if (v.type.dtype == dtype) return v;
+  return op1("stablehlo.convert", {v}, {dtype, v.type.dims});
+}
+
+Value HloBuilder::reshape(const Value& v, const std::vector<int64_t>& dims) {
+  if (v.type.dims == dims) return v;
+  TensorType t{v.type.dtype, dims};
+  if (t.numel() != v.type.numel()) {
+    fail(ErrorCode::kInvalidArgument, "hlo.reshape", "cannot reshape " + v.type.str() + " to " + t.str());
+  }
+  return op1("stablehlo.reshape", {v}, t);
+}
+
+Value HloBuilder::broadcast_in_dim(const Value& v, const std::vector<int64_t>& dims,
+                                   const std::vector<int64_t>& mapping) {
+  return op1("stablehlo.broadcast_in_dim", {v}, {v.type.dtype, dims}, "broadcast_dimensions = " + i64_array(mapping));
+}
+
+Value HloBuilder::broadcast_to(const Value& v, const std::vector<int64_t>& dims) {
+  if (v.type.dims == dims) return v;
+  int64_t offset = static_cast<int64_t>(dims.size()) - v.type.rank();
+  if (offset < 0) {
+    fail(ErrorCode::kInvalidArgument, "hlo.broadcast_to", "cannot broadcast " + v.type.str() + " to lower rank");
+  }
+  std::vector<int64_t> mapping;
+  for (int64_t i = 0; i < v.type.rank(); ++i) mapping.push_back(offset + i);
+  return broadcast_in_dim(v, dims, mapping);
+}
+
+Value HloBuilder::transpose(const Value& v, const std::vector<int64_t>& permutation) {
+  bool identity = true;
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    identity = identity && permutation[i] == static_cast<int64_t>(i);
+    dims.push_back(v.type.dims[permutation[i]]);
+  }
+  if (identity) return v;
+  return op1("stablehlo.transpose", {v}, {v.type.dtype, dims}, "permutation = " + i64_array(permutation));
+}
+
+Value HloBuilder::slice(const Value& v, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+                        const std::vector<int64_t>& strides) {
+  std::vector<int64_t> st = strides.empty() ? std::vector<int64_t>(start.size(), 1) : strides;
+  std::vector<int64_t> dims;
+  bool whole = true;
+  for (size_t i = 0; i < start.size(); ++i) {
+    int64_t n = limit[i] > start[i] ? (limit[i] - start[i] + st[i] - 1) / st[i] : 0;
+    dims.push_back(n);
+    whole = whole && start[i] == 0 && limit[i] == v.type.dims[i] && st[i] == 1;
+  }
+  if (whole) return v;
+  return op1("stablehlo.slice", {v}, {v.type.dtype, dims},
+             "start_indices = " + i64_array(start) + ", limit_indices = " + i64_array(limit) +
+                 ", strides = " + i64_array(st));
+}
+
+Value HloBuilder::concatenate(const std::vector<Value>& values, int64_t dim) {
+  TensorType t = values.at(0).type;
+  t.dims[dim] = 0;
+  for (const auto& v : values) t.dims[dim] += v.type.dims[dim];
+  return op1("stablehlo.concatenate", values, t, "dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value HloBuilder::iota(const TensorType& type, int64_t dim) {
+  return op1("stablehlo.iota", {}, type, "iota_dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value HloBuilder::unary(const std::string& name, const Value& v) { return op1(name, {v}, v.type); }
+
+Value HloBuilder::binary(const std::string& name, const Value& a, const Value& b) { return op1(name, {a, b}, a.type); }
+
+Value HloBuilder::compare(CompareDirection dir, const Value& a, const Value& b) {
+  return op1("stablehlo.compare", {a, b}, {ElementType::kPred, a.type.dims},
+             std::string("comparison_direction = #stablehlo<comparison_direction ") + direction_name(dir) +
+                 ">, compare_type = #stablehlo<comparison_type " + compare_type(a.type.dtype) + ">");
+}
+
+Value HloBuilder::select(const Value& pred, const Value& on_true, const Value& on_false) {
+  return op1("stablehlo.select", {pred, on_true, on_false}, on_true.type);
+}
+
+Value HloBuilder::dot_general(const Value& a, const Value& b, const std::vector<int64_t>& lhs_batch,
+                              const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                              const std::vector<int64_t>& rhs_contract, const TensorType& result) {
+  std::string attrs = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " + i64_list(lhs_batch) +
+                      ", rhs_batching_dimensions = " + i64_list(rhs_batch) +
+                      ", lhs_contracting_dimensions = " + i64_list(lhs_contract) +
+                      ", rhs_contracting_dimensions = " + i64_list(rhs_contract) + ">";
+  return op1("stablehlo.dot_general", {a, b}, result, attrs);
+}
+
+Value HloBuilder::reduce(const Value& v, const Value& init, const std::vector<int64_t>& dims,
+                         const std::string& combiner) {
+  TensorType scalar{v.type.dtype, {}};
+  std::string body = region({scalar, scalar}, [&](HloBuilder& b, const std::vector<Value>& args) {
+    return std::vector<Value>{b.op1(combiner, {args[0], args[1]}, scalar)};
+  });
+  std::vector<int64_t> out_dims;
+  for (int64_t i = 0; i < v.type.rank(); ++i) {
+    bool reduced = false;
+    for (int64_t d : dims) reduced = reduced || d == i;
+    if (!reduced) out_dims.push_back(v.type.dims[i]);
+  }
+  return op1("stablehlo.reduce", {v, init}, {v.type.dtype, out_dims}, "dimensions = " + i64_array(dims), {body});
+}
+
+Value HloBuilder::dynamic_update_slice(const Value& operand, const Value& update, const std::vector<Value>& starts) {
+  std::vector<Value> operands{operand, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return op1("stablehlo.dynamic_update_slice", operands, operand.type);
+}
+
+std::string HloBuilder::build(const std::vector<Value>& results) const {
+  std::ostringstream out;
+  out << "module @torch_tpu {\n  func.func @main(";
+  for (size_t i = 0; i < args_.size(); ++i) {
+    out << (i ? ", " : "") << "%arg" << i << ": " << args_[i].first.str();
+    if (args_[i].second >= 0) out << " {tf.aliasing_output = " << args_[i].second << " : i32}";
+  }
+  std::vector<TensorType> types;
+  for (const auto& v : results) types.push_back(v.type);
+  out << ") -> (" << join_types(types) << ") {\n";
+  out << main_body_.str();
+  out << "    \"func.return\"(" << join_names(results) << ") : (" << join_types(types) << ") -> ()\n";
+  out << "  }\n}\n";
+  return out.str();
+}
+
+}  // namespace torch_tpu

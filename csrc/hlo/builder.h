@@ -1,0 +1,94 @@
+// Builds one StableHLO module as MLIR text, in the generic op form. The text is a pure function of the calls made,
+// so it can key the compile cache.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/element_type.h"
+
+namespace torch_tpu {
+
+struct TensorType {
+  ElementType dtype = ElementType::kF32;
+  std::vector<int64_t> dims;
+
+  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  int64_t numel() const;
+  std::string str() const;  // tensor<2x3xf32>
+  bool operator==(const TensorType& o) const { return dtype == o.dtype && dims == o.dims; }
+  bool operator!=(const TensorType& o) const { return !(*this == o); }
+};
+
+struct Value {
+  std::string name;  // SSA name, e.g. %3 or %4#1
+  TensorType type;
+};
+
+enum class CompareDirection { kEq, kNe, kLt, kLe, kGt, kGe };
+
+// `%a, %b` / `tensor<..>, tensor<..>` / `array<i64: 1, 2>` spellings.
+std::string join_names(const std::vector<Value>& values);
+std::string join_types(const std::vector<TensorType>& types);
+std::string i64_array(const std::vector<int64_t>& values);
+std::string i64_list(const std::vector<int64_t>& values);  // [1, 2]
+// A literal of `type`'s element type for use inside dense<...>: handles inf/nan and complex.
+std::string scalar_literal(double value, ElementType type);
+
+class HloBuilder {
+ public:
+  using RegionBody = std::function<std::vector<Value>(HloBuilder&, const std::vector<Value>& args)>;
+
+  // Adds a parameter of @main. `alias_output` >= 0 donates it to that result (tf.aliasing_output).
+  Value arg(const TensorType& type, int alias_output = -1);
+
+  // The generic op form: %r = "name"(operands) ({regions}) {attrs} : (operand types) -> result types.
+  std::vector<Value> op(const std::string& name, const std::vector<Value>& operands,
+                        const std::vector<TensorType>& results, const std::string& attrs = "",
+                        const std::vector<std::string>& regions = {});
+  Value op1(const std::string& name, const std::vector<Value>& operands, const TensorType& result,
+            const std::string& attrs = "", const std::vector<std::string>& regions = {});
+
+  // A region with one block whose arguments have `arg_types`; `body` emits ops and returns the values to yield.
+  std::string region(const std::vector<TensorType>& arg_types, const RegionBody& body);
+
+  // Common ops.
+  Value constant(double value, ElementType dtype, const std::vector<int64_t>& dims = {});
+  Value convert(const Value& v, ElementType dtype);
+  Value reshape(const Value& v, const std::vector<int64_t>& dims);
+  Value broadcast_in_dim(const Value& v, const std::vector<int64_t>& dims, const std::vector<int64_t>& mapping);
+  // Numpy-style broadcast (trailing dimensions aligned) of `v` to `dims`.
+  Value broadcast_to(const Value& v, const std::vector<int64_t>& dims);
+  Value transpose(const Value& v, const std::vector<int64_t>& permutation);
+  Value slice(const Value& v, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+              const std::vector<int64_t>& strides = {});
+  Value concatenate(const std::vector<Value>& values, int64_t dim);
+  Value iota(const TensorType& type, int64_t dim);
+  Value unary(const std::string& name, const Value& v);
+  Value binary(const std::string& name, const Value& a, const Value& b);
+  Value compare(CompareDirection dir, const Value& a, const Value& b);
+  Value select(const Value& pred, const Value& on_true, const Value& on_false);
+  Value dot_general(const Value& a, const Value& b, const std::vector<int64_t>& lhs_batch,
+                    const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                    const std::vector<int64_t>& rhs_contract, const TensorType& result);
+  // Reduces `v` over `dims` with the binary op `combiner` (e.g. "stablehlo.add") from `init`.
+  Value reduce(const Value& v, const Value& init, const std::vector<int64_t>& dims, const std::string& combiner);
+  Value dynamic_update_slice(const Value& operand, const Value& update, const std::vector<Value>& starts);
+
+  // The module text returning `results` from @main.
+  std::string build(const std::vector<Value>& results) const;
+
+ private:
+  std::string fresh();
+
+  int next_id_ = 0;
+  std::vector<std::pair<TensorType, int>> args_;
+  std::vector<std::ostringstream*> bodies_;  // innermost region last; empty = @main's body
+  std::ostringstream main_body_;
+  int indent_ = 4;
+};
+
+}  // namespace torch_tpu

@@ -1,0 +1,56 @@
+// Compile options (serialized xla.CompileOptionsProto) and the compile cache every execution mode shares.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/client.h"
+#include "runtime/executable.h"
+
+namespace torch_tpu {
+
+struct CompileSettings {
+  // Portable executables run on any addressable device chosen at execute time.
+  bool portable = true;
+  // ExecutableBuildOptions.exec_time_optimization_effort: negative trades run time for faster compiles.
+  std::optional<float> exec_time_optimization_effort;
+};
+
+// Protobuf bytes of a CompileOptionsProto with one replica and one partition (never empty: XLA-CPU aborts on that).
+std::string compile_options_bytes(const CompileSettings& settings);
+
+// 64-bit FNV-1a: a stable (cross-process) hash for program text.
+uint64_t stable_hash(const std::string& text);
+
+class CompileCache {
+ public:
+  CompileCache(std::shared_ptr<Client> client, CompileSettings settings);
+
+  // Returns the executable for `mlir`, compiling it (or loading it from the disk cache) on a miss.
+  std::shared_ptr<Executable> get_or_compile(const std::string& mlir);
+
+  // Persists compiled executables as files under `dir` (created if missing); empty disables the disk cache.
+  void set_directory(const std::string& dir);
+  const std::string& directory() const { return directory_; }
+
+  size_t size() const;
+  void clear();
+
+ private:
+  std::shared_ptr<Executable> load_from_disk(const std::string& key) const;
+  void store_to_disk(const std::string& key, const Executable& executable) const;
+  std::string disk_path(const std::string& key) const;
+
+  std::shared_ptr<Client> client_;
+  std::string options_;
+  std::string key_prefix_;
+  std::string directory_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Executable>> entries_;
+};
+
+}  // namespace torch_tpu

@@ -1,0 +1,31 @@
+// Process-wide runtime counters. Tests assert on them (no leaked buffers, cache hits), metrics() reports them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace torch_tpu {
+
+struct RuntimeCounters {
+  std::atomic<int64_t> live_buffers{0};
+  std::atomic<int64_t> live_executables{0};
+  std::atomic<int64_t> buffers_created{0};
+  std::atomic<int64_t> executions{0};
+  std::atomic<int64_t> host_to_device{0};
+  std::atomic<int64_t> device_to_host{0};
+  std::atomic<int64_t> host_to_device_bytes{0};
+  std::atomic<int64_t> device_to_host_bytes{0};
+  std::atomic<int64_t> compiles{0};
+  std::atomic<int64_t> compile_ns{0};
+  std::atomic<int64_t> cache_hits{0};
+  std::atomic<int64_t> cache_misses{0};
+  std::atomic<int64_t> disk_cache_hits{0};
+
+  std::map<std::string, int64_t> snapshot() const;
+};
+
+RuntimeCounters& runtime_counters();
+
+}  // namespace torch_tpu

@@ -1,0 +1,86 @@
+#include "runtime/plugin.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <mutex>
+
+#include "runtime/pjrt.h"
+
+namespace torch_tpu {
+namespace {
+
+std::string named_value_text(const PJRT_NamedValue& v) {
+  switch (v.type) {
+    case PJRT_NamedValue_kString: return std::string(v.string_value, v.value_size);
+    case PJRT_NamedValue_kInt64: return std::to_string(v.int64_value);
+    case PJRT_NamedValue_kInt64List: {
+      std::string s;
+      for (size_t i = 0; i < v.value_size; ++i) s += (i ? "." : "") + std::to_string(v.int64_array_value[i]);
+      return s;
+    }
+    case PJRT_NamedValue_kFloat: return std::to_string(v.float_value);
+    case PJRT_NamedValue_kBool: return v.bool_value ? "true" : "false";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<Plugin>> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = loaded.find(path);
+  if (it != loaded.end()) return it->second;
+
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    fail(ErrorCode::kNotFound, "load_plugin", "no PJRT plugin file at '" + path + "'");
+  }
+  // The library is never unloaded: plugins keep threads and static state alive for the whole process.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    fail(ErrorCode::kInvalidArgument, "load_plugin",
+         "'" + path + "' could not be loaded as a shared library: " + (why ? why : "unknown dlopen error"));
+  }
+  using GetApiFn = const PJRT_Api* (*)();
+  auto get_api = reinterpret_cast<GetApiFn>(::dlsym(handle, "GetPjrtApi"));
+  if (get_api == nullptr) {
+    fail(ErrorCode::kInvalidArgument, "load_plugin", "'" + path + "' is not a PJRT plugin: it exports no GetPjrtApi");
+  }
+  const PJRT_Api* api = get_api();
+  if (api == nullptr) fail(ErrorCode::kInternal, "load_plugin", "GetPjrtApi of '" + path + "' returned null");
+
+  std::shared_ptr<Plugin> plugin(new Plugin());
+  plugin->api_ = api;
+  plugin->path_ = path;
+  plugin->major_ = api->pjrt_api_version.major_version;
+  plugin->minor_ = api->pjrt_api_version.minor_version;
+  if (plugin->major_ != PJRT_API_MAJOR) {
+    fail(ErrorCode::kFailedPrecondition, "load_plugin",
+         "'" + path + "' implements PJRT API " + std::to_string(plugin->major_) + "." + std::to_string(plugin->minor_) +
+             " but torch_tpu was built for major version " + std::to_string(PJRT_API_MAJOR));
+  }
+
+  TPU_PJRT_ARGS(PJRT_Plugin_Initialize_Args, init);
+  TPU_PJRT_CALL(api, Plugin_Initialize, init);
+
+  try {
+    TPU_PJRT_ARGS(PJRT_Plugin_Attributes_Args, attrs);
+    TPU_PJRT_CALL(api, Plugin_Attributes, attrs);
+    for (size_t i = 0; i < attrs.num_attributes; ++i) {
+      const PJRT_NamedValue& v = attrs.attributes[i];
+      plugin->attributes_[std::string(v.name, v.name_size)] = named_value_text(v);
+    }
+  } catch (const Error&) {
+    // Attributes are informative only; old plugins lack the entry.
+  }
+  plugin->identity_ = path + "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtime) + "|" +
+                      std::to_string(plugin->major_) + "." + std::to_string(plugin->minor_);
+  loaded[path] = plugin;
+  return plugin;
+}
+
+}  // namespace torch_tpu

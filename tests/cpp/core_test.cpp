@@ -1,0 +1,118 @@
+// Tests of runtime/ and hlo/ without torch: load the plugin given as argv[1], move data, compile and run programs.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "hlo/builder.h"
+#include "runtime/client.h"
+#include "runtime/compile_cache.h"
+#include "runtime/counters.h"
+
+using namespace torch_tpu;
+
+namespace {
+int g_failures = 0;
+int g_passed = 0;
+
+void expect(bool ok, const std::string& what) {
+  if (ok) {
+    ++g_passed;
+  } else {
+    ++g_failures;
+    std::fprintf(stderr, "FAILED: %s\n", what.c_str());
+  }
+}
+
+void test_round_trip(const Client& client) {
+  std::vector<float> host = {1.5f, -2.0f, 3.25f, 4.0f, 5.0f, 6.0f};
+  auto buffer = client.buffer_from_host(host.data(), ElementType::kF32, {2, 3}, {}, 0);
+  expect(buffer->dims() == std::vector<int64_t>({2, 3}), "round trip dims");
+  std::vector<float> back(6);
+  buffer->to_host(back.data(), back.size() * sizeof(float));
+  expect(back == host, "round trip values");
+}
+
+void test_add_program(const Client& client, CompileCache& cache) {
+  HloBuilder b;
+  TensorType t{ElementType::kF32, {4}};
+  Value x = b.arg(t);
+  Value y = b.arg(t);
+  Value two = b.constant(2.0, ElementType::kF32, {4});
+  Value sum = b.binary("stablehlo.add", b.binary("stablehlo.multiply", x, two), y);
+  Value total = b.reduce(sum, b.constant(0.0, ElementType::kF32), {0}, "stablehlo.add");
+  std::string text = b.build({sum, total});
+
+  std::vector<float> a = {1, 2, 3, 4}, c = {10, 20, 30, 40};
+  auto ba = client.buffer_from_host(a.data(), ElementType::kF32, {4}, {}, 0);
+  auto bc = client.buffer_from_host(c.data(), ElementType::kF32, {4}, {}, 0);
+  int64_t misses = runtime_counters().cache_misses;
+  auto exe = cache.get_or_compile(text);
+  auto exe_again = cache.get_or_compile(text);
+  expect(exe == exe_again && runtime_counters().cache_misses == misses + 1, "compile cache hit on the same text");
+  ExecuteResult r = exe->execute({ba.get(), bc.get()}, client.device(0).raw);
+  r.done.await();
+  std::vector<float> out(4);
+  float sum_out = 0;
+  r.outputs[0]->to_host(out.data(), sizeof(float) * 4);
+  r.outputs[1]->to_host(&sum_out, sizeof(float));
+  expect(out == std::vector<float>({12, 24, 36, 48}), "elementwise program values");
+  expect(sum_out == 120.0f, "reduce program value");
+}
+
+void test_malformed_program(CompileCache& cache) {
+  try {
+    cache.get_or_compile("module { this is not mlir }");
+    expect(false, "malformed program must throw");
+  } catch (const Error& e) {
+    expect(e.call() == "PJRT_Client_Compile" && !e.message().empty(), "malformed program error names the call");
+  }
+}
+
+void test_missing_plugin() {
+  try {
+    Plugin::load("/nonexistent/plugin.so");
+    expect(false, "missing plugin must throw");
+  } catch (const Error& e) {
+    expect(e.code() == ErrorCode::kNotFound, "missing plugin is NOT_FOUND");
+  }
+}
+
+void test_builder_text() {
+  HloBuilder b;
+  Value x = b.arg({ElementType::kF32, {2, 3}}, 0);
+  Value y = b.transpose(x, {1, 0});
+  std::string text = b.build({b.reshape(y, {2, 3})});
+  expect(text.find("tf.aliasing_output = 0 : i32") != std::string::npos, "aliasing attribute emitted");
+  expect(text.find("\"stablehlo.transpose\"(%arg0) {permutation = array<i64: 1, 0>}") != std::string::npos,
+         "transpose in generic form");
+  HloBuilder b2;
+  Value x2 = b2.arg({ElementType::kF32, {2, 3}}, 0);
+  Value y2 = b2.transpose(x2, {1, 0});
+  expect(b2.build({b2.reshape(y2, {2, 3})}) == text, "builder text is deterministic");
+  expect(scalar_literal(INFINITY, ElementType::kF32) == "0x7F800000", "inf literal");
+  expect(scalar_literal(-INFINITY, ElementType::kBF16) == "0xFF80", "bf16 -inf literal");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: core_test PLUGIN_PATH\n");
+    return 2;
+  }
+  test_builder_text();
+  test_missing_plugin();
+  {
+    auto client = Client::create(Plugin::load(argv[1]), {{"cpu_device_count", int64_t{2}}});
+    expect(client->devices().size() == 2, "two CPU devices");
+    CompileCache cache(client, CompileSettings{});
+    test_round_trip(*client);
+    test_add_program(*client, cache);
+    test_malformed_program(cache);
+  }
+  expect(runtime_counters().live_buffers == 0, "no live buffers after the tests");
+  expect(runtime_counters().live_executables == 0, "no live executables after the tests");
+  std::printf("core_test: %d passed, %d failed\n", g_passed, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,93 @@
+"""Plugin discovery and loading: the default plugin works, bad ones fail with messages that say what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from torch_tpu import _C, config, runtime
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_default_plugin_is_the_cpu_wheel(client):
+    assert runtime.default_plugin_path() == client.plugin_path
+    assert client.platform_name == "cpu"
+    assert client.api_version.split(".")[0] == _C.pjrt_header_version().split(".")[0]
+
+
+def test_devices_listed(rt, client):
+    devices = client.devices()
+    assert len(devices) == config.load().cpu_devices
+    assert [d["index"] for d in devices] == list(range(len(devices)))
+    assert all(d["kind"] == "cpu" and "CpuDevice" in d["description"] for d in devices)
+    assert rt.devices == devices
+
+
+def test_memory_stats_reports_unavailable_on_cpu(client):
+    assert client.memory_stats(0)["available"] is False
+
+
+def test_invalid_device_index(client):
+    with pytest.raises(_C.TpuError, match="device index 7 is out of range"):
+        client.memory_stats(7)
+
+
+def test_nonexistent_plugin_path():
+    with pytest.raises(_C.TpuError) as info:
+        _C.Client.create("/nonexistent/libtpu.so")
+    assert info.value.code == "NOT_FOUND"
+    assert "/nonexistent/libtpu.so" in str(info.value)
+
+
+def test_file_that_is_not_a_library(tmp_path):
+    bogus = tmp_path / "plugin.so"
+    bogus.write_text("not a shared library")
+    with pytest.raises(_C.TpuError, match="could not be loaded as a shared library"):
+        _C.Client.create(str(bogus))
+
+
+def test_library_without_pjrt_entry():
+    with pytest.raises(_C.TpuError, match="exports no GetPjrtApi"):
+        _C.Client.create(_C.__file__)
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": REPO, **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def test_bad_plugin_env_does_not_break_import():
+    proc = _run(
+        "import torch_tpu; print(torch_tpu.is_available()); print(torch_tpu.runtime.status())",
+        TORCH_TPU_PJRT_PLUGIN="/no/such/plugin.so",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "False"
+    assert "/no/such/plugin.so" in proc.stdout and "TORCH_TPU_PJRT_PLUGIN" in proc.stdout
+
+
+def test_info_report_names_platform_and_devices():
+    proc = _run("import torch_tpu.info as i; print(i.report())")
+    assert proc.returncode == 0, proc.stderr
+    assert "platform:     cpu" in proc.stdout
+    assert "tpu:1" in proc.stdout
+
+
+def test_visible_chips_filters_devices():
+    proc = _run("import torch_tpu.runtime as r; print([d['index'] for d in r.get().devices])", TPU_VISIBLE_CHIPS="1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[1]"
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="TORCH_TPU_EAGER_MODE"):
+        config.load({"TORCH_TPU_EAGER_MODE": "lazy"})
+    with pytest.raises(ValueError, match="TPU_VISIBLE_CHIPS"):
+        config.load({"TPU_VISIBLE_CHIPS": "a,b"})
+    assert config.load({"TORCH_TPU_CACHE_DIR": "off"}).cache_dir is None

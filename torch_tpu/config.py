@@ -1,0 +1,66 @@
+"""The one place torch_tpu reads its environment variables.
+
+| variable                 | meaning                                                     | default            |
+|--------------------------|-------------------------------------------------------------|--------------------|
+| TORCH_TPU_PJRT_PLUGIN    | path to a PJRT plugin .so (libtpu.so, XLA-CUDA, ...)        | XLA-CPU wheel      |
+| TPU_VISIBLE_CHIPS        | comma-separated device indices this process may use         | all                |
+| TORCH_TPU_EAGER_MODE     | debug / strict / fused                                      | debug              |
+| TORCH_TPU_FALLBACK       | what an op without a lowering does: error / warn / silent   | warn               |
+| TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
+| TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2                  |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+EAGER_MODES = ("debug", "strict", "fused")
+FALLBACK_POLICIES = ("error", "warn", "silent")
+
+
+@dataclass(frozen=True)
+class Config:
+    pjrt_plugin: str | None
+    visible_chips: tuple[int, ...] | None
+    eager_mode: str
+    fallback: str
+    cache_dir: str | None
+    cpu_devices: int
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _visible_chips(raw: str | None) -> tuple[int, ...] | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return tuple(int(part) for part in raw.split(",") if part.strip())
+    except ValueError as exc:
+        raise ValueError(f"TPU_VISIBLE_CHIPS={raw!r} must be comma-separated integers") from exc
+
+
+def _cache_dir(raw: str | None) -> str | None:
+    if raw is not None and raw.strip().lower() in ("", "off", "0", "none"):
+        return None
+    if raw:
+        return os.path.expanduser(raw)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "torch_tpu")
+
+
+def load(env: dict[str, str] | None = None) -> Config:
+    """Reads the configuration from `env` (default: os.environ)."""
+    e = os.environ if env is None else env
+    return Config(
+        pjrt_plugin=e.get("TORCH_TPU_PJRT_PLUGIN") or None,
+        visible_chips=_visible_chips(e.get("TPU_VISIBLE_CHIPS")),
+        eager_mode=_choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "debug"), EAGER_MODES),
+        fallback=_choice("TORCH_TPU_FALLBACK", e.get("TORCH_TPU_FALLBACK", "warn"), FALLBACK_POLICIES),
+        cache_dir=_cache_dir(e.get("TORCH_TPU_CACHE_DIR")),
+        cpu_devices=int(e.get("TORCH_TPU_CPU_DEVICES", "2")),
+    )
