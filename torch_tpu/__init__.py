@@ -1,12 +1,25 @@
-"""torch_tpu: PyTorch's `tpu` device, every op lowered to StableHLO and run by XLA through a PJRT plugin."""
+"""torch_tpu: PyTorch's `tpu` device, every op lowered to StableHLO and run by XLA through a PJRT plugin.
+
+`import torch_tpu` (or just `import torch`, through the torch.backends entry point) makes torch.device("tpu") work.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from torch_tpu import config, runtime
+
+def _autoload() -> None:
+    """Hook of the `torch.backends` entry point (run at the end of `import torch`); importing this package is the
+    whole job. Defined before `import torch` so the hook resolves when torch_tpu is the module importing torch."""
+
+
+import torch  # noqa: E402
+
+from torch_tpu import _C, _registration, config, runtime  # noqa: E402,F401  (_C registers the kernels)
 
 __version__ = "0.1.0"
+
+_registration.register()
 
 
 def is_available() -> bool:
@@ -15,10 +28,15 @@ def is_available() -> bool:
 
 
 def metrics() -> dict[str, Any]:
-    """Counters of the runtime: compiles, cache hits, executions, host transfers, live buffers."""
-    from torch_tpu import _C
+    """Runtime counters (compiles, cache hits, executions, transfers, live buffers) and per-op counts."""
+    out: dict[str, Any] = dict(_C.runtime_counters())
+    out["lowered_ops"] = dict(_C._lowered_counts())
+    out["fallback_ops"] = dict(_C._fallback_counts())
+    return out
 
-    return dict(_C.runtime_counters())
+
+def reset_op_counts() -> None:
+    _C._reset_op_counts()
 
 
-__all__ = ["config", "runtime", "is_available", "metrics", "__version__"]
+__all__ = ["config", "runtime", "is_available", "metrics", "reset_op_counts", "__version__"]

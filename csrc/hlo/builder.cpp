@@ -184,6 +184,13 @@ Value HloBuilder::constant(double value, ElementType dtype, const std::vector<in
 
 Value HloBuilder::convert(const Value& v, ElementType dtype) {
   if (v.type.dtype == dtype) return v;
+  // Float -> narrow integer goes through s64 so out-of-range values wrap as a C cast does on the CPU, instead of
+  // saturating as XLA's convert would.
+  bool narrow_int = (is_signed_integer(dtype) || is_unsigned_integer(dtype)) && element_size(dtype) < 8;
+  if (is_floating(v.type.dtype) && narrow_int) {
+    return op1("stablehlo.convert", {op1("stablehlo.convert", {v}, {ElementType::kS64, v.type.dims})},
+               {dtype, v.type.dims});
+  }
   return op1("stablehlo.convert", {v}, {dtype, v.type.dims});
 }
 

@@ -1,0 +1,198 @@
+// The hand-written tpu kernels: factories, views, copies between devices, scalar reads, resizing, and the
+// registration of every lowered op (one boxed kernel serves the whole lowering table) and the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <torch/library.h>
+
+#include "backend/storage.h"
+#include "backend/state.h"
+#include "exec/lowered_op.h"
+#include "exec/tensor_program.h"
+#include "lowering/op_context.h"
+#include "lowering/views.h"
+
+namespace torch_tpu {
+namespace {
+
+c10::Device tpu_device_of(std::optional<c10::Device> device) {
+  c10::Device d = device.value_or(c10::Device(c10::DeviceType::PrivateUse1));
+  if (!d.has_index()) d = c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(current_device()));
+  check_device_index(d.index());
+  return d;
+}
+
+at::Tensor tpu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                     std::optional<at::Device> device, std::optional<bool> pin_memory,
+                     std::optional<at::MemoryFormat> memory_format) {
+  c10::Device d = tpu_device_of(device);
+  c10::DeviceGuard guard(d);
+  at::ScalarType t = dtype.value_or(at::get_default_dtype_as_scalartype());
+  element_type_of(t);  // unsupported dtypes fail here, with a TypeError
+  return at::detail::empty_generic(size, &tpu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t,
+                                   memory_format);
+}
+
+at::Tensor tpu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                             std::optional<at::Layout> layout, std::optional<at::Device> device,
+                             std::optional<bool> pin_memory) {
+  c10::Device d = tpu_device_of(device);
+  c10::DeviceGuard guard(d);
+  at::ScalarType t = dtype.value_or(at::get_default_dtype_as_scalartype());
+  element_type_of(t);
+  return at::detail::empty_strided_generic(size, stride, &tpu_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t);
+}
+
+// Grows or shrinks a storage's bytes, keeping the common prefix (new bytes read as zeros).
+void resize_storage_bytes(c10::Storage storage, size_t new_nbytes) {
+  DeviceData& old = device_data(storage);
+  int device = old.device();
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  c10::DataPtr fresh = tpu_allocator().allocate(new_nbytes);
+  auto* fresh_data = static_cast<DeviceData*>(nullptr);
+  std::shared_ptr<Buffer> old_buffer = old.buffer();
+  int64_t old_nbytes = static_cast<int64_t>(storage.nbytes());
+  storage.set_data_ptr_noswap(std::move(fresh));
+  storage.set_nbytes(new_nbytes);
+  (void)fresh_data;
+  if (!old_buffer || old_nbytes == 0 || new_nbytes == 0) return;
+  // Copy the kept prefix as bytes on the device.
+  TensorProgram p(device);
+  HloBuilder& b = p.builder();
+  Value raw = p.external(old_buffer);
+  Value bytes = reinterpret_storage(b, raw, ElementType::kU8, old_nbytes);
+  int64_t keep = std::min<int64_t>(old_nbytes, static_cast<int64_t>(new_nbytes));
+  Value prefix = b.slice(bytes, {0}, {keep});
+  Value grown = keep < static_cast<int64_t>(new_nbytes)
+                    ? b.op1("stablehlo.pad", {prefix, b.constant(0, ElementType::kU8)},
+                            {ElementType::kU8, {static_cast<int64_t>(new_nbytes)}},
+                            "edge_padding_low = array<i64: 0>, edge_padding_high = array<i64: " +
+                                std::to_string(static_cast<int64_t>(new_nbytes) - keep) +
+                                ">, interior_padding = array<i64: 0>")
+                    : prefix;
+  at::Tensor view = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
+  view.unsafeGetTensorImpl()->set_storage_keep_dtype(storage);
+  view.unsafeGetTensorImpl()->set_sizes_contiguous({static_cast<int64_t>(new_nbytes)});
+  p.write(view, grown);
+  p.run();
+}
+
+const at::Tensor& tpu_resize_(const at::Tensor& self, c10::IntArrayRef size,
+                              std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  int64_t itemsize = static_cast<int64_t>(self.element_size());
+  int64_t needed = static_cast<int64_t>(
+      at::detail::computeStorageNbytesContiguous(size, itemsize, self.storage_offset()));
+  if (needed > static_cast<int64_t>(self.storage().nbytes())) resize_storage_bytes(self.storage(), needed);
+  impl->set_sizes_contiguous(size);
+  if (memory_format && *memory_format != at::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
+  return self;
+}
+
+at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  TORCH_CHECK(self.defined() && src.defined(), "copy_: both tensors must be defined");
+  if (self.numel() == 0) return self;
+  bool dst_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
+  bool src_tpu = src.device().type() == c10::DeviceType::PrivateUse1;
+  if (dst_tpu && src_tpu && self.device() == src.device()) {
+    TensorProgram p(self.device().index());
+    p.write(self, p.read(src));
+    p.run();
+    return self;
+  }
+  if (dst_tpu && src_tpu) {  // between tpu devices: through the host
+    at::Tensor host = copy_device_to_host(src);
+    return tpu_copy_(self, host, non_blocking);
+  }
+  if (dst_tpu) {
+    TORCH_CHECK(src.is_cpu(), "copy_ to tpu from ", src.device(), " is not supported; copy through the CPU");
+    at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
+    if (host.is_conj()) host = host.resolve_conj();
+    if (host.is_neg()) host = host.resolve_neg();
+    copy_host_to_device(host.contiguous(), self);
+    return self;
+  }
+  TORCH_CHECK(self.is_cpu(), "copy_ from tpu to ", self.device(), " is not supported; copy through the CPU");
+  at::Tensor host = copy_device_to_host(src);
+  self.copy_(host);
+  return self;
+}
+
+at::Tensor tpu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor out = dst;
+  tpu_copy_(out, self, non_blocking);
+  return dst;
+}
+
+at::Tensor tpu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::Tensor out = dst;
+  if (out.sizes() != self.sizes()) out.resize_(self.sizes());
+  tpu_copy_(out, self, false);
+  return dst;
+}
+
+at::Scalar tpu_local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  return at::_local_scalar_dense(copy_device_to_host(self));
+}
+
+at::Tensor& tpu_set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                            c10::IntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  impl->set_sizes_and_strides(size, stride);
+  return self;
+}
+
+at::Tensor& tpu_set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
+  return tpu_set_storage(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& tpu_set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return tpu_set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+}
+
+bool schema_exists(const std::string& name) {
+  auto dot = name.find('.');
+  std::string base = dot == std::string::npos ? name : name.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+  return c10::Dispatcher::singleton().findSchema({"aten::" + base, overload}).has_value();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(tpu_empty));
+  m.impl("empty_strided", TORCH_FN(tpu_empty_strided));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("resize_", TORCH_FN(tpu_resize_));
+  m.impl("copy_", TORCH_FN(tpu_copy_));
+  m.impl("_copy_from", TORCH_FN(tpu_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(tpu_copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(tpu_local_scalar_dense));
+  m.impl("set_.source_Storage", TORCH_FN(tpu_set_source_storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(tpu_set_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(tpu_set_source_tensor));
+  for (const auto& row : lowering_table()) {
+    for (const auto& name : row.names) {
+      if (schema_exists(name)) m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_lowered>());
+    }
+  }
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_fallback>());
+}
+
+// Storage-level resize (torch.UntypedStorage.resize_) goes through the hooks; they call this.
+void resize_tpu_storage(const c10::Storage& storage, size_t nbytes) { resize_storage_bytes(storage, nbytes); }
+
+}  // namespace torch_tpu

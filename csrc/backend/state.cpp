@@ -1,0 +1,71 @@
+#include "backend/state.h"
+
+#include <unistd.h>
+
+#include <mutex>
+
+namespace torch_tpu {
+namespace {
+std::mutex g_mu;
+std::shared_ptr<const BackendState> g_state;
+thread_local int t_current_device = 0;
+
+std::shared_ptr<const BackendState> load_state() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_state;
+}
+}  // namespace
+
+void set_backend_state(std::shared_ptr<Client> client, std::shared_ptr<CompileCache> cache,
+                       std::vector<int> pjrt_index) {
+  auto state = std::make_shared<BackendState>();
+  state->client = std::move(client);
+  state->cache = std::move(cache);
+  state->pjrt_index = std::move(pjrt_index);
+  int64_t host_memory = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+  for (int index : state->pjrt_index) {
+    MemoryStats m = state->client->memory_stats(index);
+    state->capacity.push_back(m.available && m.bytes_limit ? *m.bytes_limit : host_memory);
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_state = std::move(state);
+}
+
+int device_count() noexcept {
+  auto s = load_state();
+  return s ? static_cast<int>(s->pjrt_index.size()) : 0;
+}
+
+const BackendState& backend_state() {
+  // The state is never replaced once set (set_backend_state runs once, at import), so a reference stays valid.
+  static thread_local std::shared_ptr<const BackendState> cached;
+  if (!cached) cached = load_state();
+  if (!cached) {
+    fail(ErrorCode::kFailedPrecondition, "tpu",
+         "the tpu device is unavailable: no PJRT plugin was loaded (see torch_tpu.runtime.status())");
+  }
+  return *cached;
+}
+
+void check_device_index(int index) {
+  int n = device_count();
+  if (index < 0 || index >= n) {
+    fail(ErrorCode::kInvalidArgument, "tpu",
+         "Invalid device index " + std::to_string(index) + ": tpu has " + std::to_string(n) + " device(s)");
+  }
+}
+
+PJRT_Device* pjrt_device(int index) {
+  const BackendState& s = backend_state();
+  check_device_index(index);
+  return s.client->device(s.pjrt_index[index]).raw;
+}
+
+int current_device() noexcept { return t_current_device; }
+
+void set_current_device(int index) {
+  check_device_index(index);
+  t_current_device = index;
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,163 @@
+#include "backend/storage.h"
+
+#include <c10/util/Exception.h>
+#include <sys/mman.h>
+
+#include <array>
+
+#include "backend/state.h"
+
+namespace torch_tpu {
+namespace {
+
+constexpr int kMaxDevices = 64;
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+
+struct DeviceCounters {
+  std::mutex mu;
+  c10::CachingDeviceAllocator::DeviceStats stats;
+};
+
+std::array<DeviceCounters, kMaxDevices>& counters() {
+  static std::array<DeviceCounters, kMaxDevices> c;
+  return c;
+}
+
+void for_all(c10::CachingAllocator::StatArray& a, int64_t amount) {
+  for (auto& s : a) {
+    if (amount >= 0) {
+      s.increase(amount);
+    } else {
+      s.decrease(-amount);
+    }
+  }
+}
+
+void account(int device, int64_t nbytes, bool alloc) {
+  auto& c = counters()[device];
+  std::lock_guard<std::mutex> lock(c.mu);
+  int64_t sign = alloc ? 1 : -1;
+  for_all(c.stats.allocated_bytes, sign * nbytes);
+  for_all(c.stats.active_bytes, sign * nbytes);
+  for_all(c.stats.requested_bytes, sign * nbytes);
+  for_all(c.stats.reserved_bytes, sign * nbytes);
+  for_all(c.stats.allocation, sign);
+  for_all(c.stats.active, sign);
+  for_all(c.stats.segment, sign);
+  if (alloc) {
+    c.stats.num_device_alloc++;
+  } else {
+    c.stats.num_device_free++;
+  }
+}
+
+// What a DataPtr's context owns: the device contents and the reserved address range.
+struct Allocation {
+  DeviceData data;
+  void* address;
+  size_t reserved;
+  Allocation(int device, int64_t nbytes, void* addr, size_t reserved_bytes)
+      : data(device, nbytes), address(addr), reserved(reserved_bytes) {}
+};
+
+void delete_allocation(void* ctx) {
+  auto* a = static_cast<Allocation*>(ctx);
+  account(a->data.device(), a->data.nbytes(), false);
+  ::munmap(a->address, a->reserved);
+  delete a;
+}
+
+}  // namespace
+
+DeviceData& device_data(const c10::Storage& storage) {
+  const c10::DataPtr& ptr = storage.data_ptr();
+  TORCH_CHECK(ptr.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu storage, got one on ",
+              ptr.device());
+  auto* a = static_cast<Allocation*>(ptr.get_context());
+  TORCH_CHECK(a != nullptr && ptr.get_deleter() == &delete_allocation,
+              "tpu storage was not allocated by torch_tpu's allocator");
+  return a->data;
+}
+
+int64_t TpuAllocator::device_capacity(int device) {
+  check_device_index(device);
+  return backend_state().capacity[device];
+}
+
+c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
+  int device = current_device();
+  check_device_index(device);
+  int64_t capacity = device_capacity(device);
+  if (static_cast<int64_t>(nbytes) > capacity) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "TPU out of memory. Tried to allocate ",
+                     static_cast<double>(nbytes) / (1 << 30), " GiB on tpu:", device, ", which has ",
+                     static_cast<double>(capacity) / (1 << 30), " GiB in total.");
+  }
+  // Reserve (never commit) an address range: unique data_ptr()s that fault if anything dereferences them.
+  size_t reserved = nbytes == 0 ? 1 : nbytes;
+  void* address = ::mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  TORCH_CHECK_WITH(OutOfMemoryError, address != MAP_FAILED, "TPU out of memory: could not reserve ", nbytes,
+                   " bytes of address space on tpu:", device);
+  auto* a = new Allocation(device, static_cast<int64_t>(nbytes), address, reserved);
+  account(device, static_cast<int64_t>(nbytes), true);
+  return {address, a, &delete_allocation,
+          c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))};
+}
+
+void TpuAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  TORCH_CHECK(false, "tpu memory has no host address: copy tpu tensors with Tensor.copy_ instead of raw bytes");
+}
+
+c10::CachingDeviceAllocator::DeviceStats TpuAllocator::getDeviceStats(c10::DeviceIndex device) {
+  auto& c = counters().at(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.stats;
+}
+
+void TpuAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  auto& c = counters().at(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto reset = [](c10::CachingAllocator::StatArray& a) {
+    for (auto& s : a) s.reset_accumulated();
+  };
+  reset(c.stats.allocated_bytes);
+  reset(c.stats.active_bytes);
+  reset(c.stats.requested_bytes);
+  reset(c.stats.reserved_bytes);
+  reset(c.stats.allocation);
+  reset(c.stats.active);
+  reset(c.stats.segment);
+  c.stats.num_device_alloc = 0;
+  c.stats.num_device_free = 0;
+}
+
+void TpuAllocator::resetPeakStats(c10::DeviceIndex device) {
+  auto& c = counters().at(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto reset = [](c10::CachingAllocator::StatArray& a) {
+    for (auto& s : a) s.reset_peak();
+  };
+  reset(c.stats.allocated_bytes);
+  reset(c.stats.active_bytes);
+  reset(c.stats.requested_bytes);
+  reset(c.stats.reserved_bytes);
+  reset(c.stats.allocation);
+  reset(c.stats.active);
+  reset(c.stats.segment);
+}
+
+std::pair<size_t, size_t> TpuAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  int64_t total = device_capacity(device);
+  int64_t used = getDeviceStats(device).allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+  return {static_cast<size_t>(std::max<int64_t>(total - used, 0)), static_cast<size_t>(total)};
+}
+
+TpuAllocator& tpu_allocator() {
+  static TpuAllocator allocator;
+  return allocator;
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &tpu_allocator());
+
+}  // namespace torch_tpu

@@ -1,0 +1,62 @@
+// The storage model. A tpu storage's DataPtr points at a reserved, never-dereferenced host address range of the
+// storage's size (so PyTorch can compare and offset data_ptr()s) and carries a DeviceData as its context: the
+// device contents, a 1-D PJRT buffer (any element type; readers bitcast), or nothing yet (uninitialised).
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Storage.h>
+
+#include <memory>
+#include <mutex>
+
+#include "runtime/buffer.h"
+
+namespace torch_tpu {
+
+class DeviceData {
+ public:
+  DeviceData(int device, int64_t nbytes) : device_(device), nbytes_(nbytes) {}
+
+  int device() const { return device_; }
+  int64_t nbytes() const { return nbytes_; }
+
+  std::shared_ptr<Buffer> buffer() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return buffer_;
+  }
+  void set_buffer(std::shared_ptr<Buffer> buffer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffer_ = std::move(buffer);
+  }
+
+ private:
+  int device_;
+  int64_t nbytes_;
+  mutable std::mutex mu_;
+  std::shared_ptr<Buffer> buffer_;
+};
+
+// The DeviceData behind a tpu storage (throws for storages of other devices).
+DeviceData& device_data(const c10::Storage& storage);
+
+class TpuAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t mempool_id) override {}
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // Bytes one device can hold: the plugin's limit where it reports one, else physical host memory (XLA-CPU).
+  static int64_t device_capacity(int device);
+};
+
+TpuAllocator& tpu_allocator();
+
+}  // namespace torch_tpu

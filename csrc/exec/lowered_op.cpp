@@ -1,0 +1,267 @@
+#include "exec/lowered_op.h"
+
+#include <ATen/ATen.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/TypeProperties.h>
+
+#include <mutex>
+#include <set>
+
+#include "backend/generator.h"
+#include "exec/tensor_program.h"
+#include "lowering/op_context.h"
+
+namespace torch_tpu {
+namespace {
+
+std::mutex g_counts_mu;
+std::map<std::string, int64_t> g_fallbacks;
+std::map<std::string, int64_t> g_lowered;
+std::set<std::string> g_warned;
+std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::kWarn)};
+
+void count(std::map<std::string, int64_t>& m, const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_counts_mu);
+  m[name]++;
+}
+
+template <class Fn>
+void for_each_tensor(const c10::IValue& v, const Fn& fn) {
+  if (v.isTensor()) {
+    fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) fn(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) fn(e.toTensor());
+    }
+  }
+}
+
+at::Tensor to_meta(const at::Tensor& t) {
+  // CPU scalars stay as they are: meta kernels accept them beside meta tensors, as CUDA kernels do.
+  if (!t.defined() || (t.is_cpu() && t.dim() == 0)) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+c10::IValue meta_of(const c10::IValue& v) {
+  if (v.isTensor()) return to_meta(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_meta(t));
+    return out;
+  }
+  if (v.isList() && v.toListRef().size() > 0 && v.toListRef()[0].isTensor()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef()) {
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(to_meta(e.toTensor())) : std::nullopt);
+    }
+    return out;
+  }
+  return v;
+}
+
+std::vector<at::Tensor> flatten_tensors(const std::vector<c10::IValue>& values) {
+  std::vector<at::Tensor> out;
+  for (const auto& v : values) for_each_tensor(v, [&](const at::Tensor& t) { out.push_back(t); });
+  return out;
+}
+
+// The tpu device the op runs on; checks every other tensor is on it (CPU scalars excepted, as on CUDA).
+int op_device(const std::vector<c10::IValue>& args) {
+  int device = -1;
+  for (const auto& v : args) {
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && device < 0) device = t.device().index();
+    });
+  }
+  TORCH_INTERNAL_ASSERT(device >= 0, "tpu kernel called without a tpu tensor");
+  for (const auto& v : args) {
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      bool ok = t.device().type() == c10::DeviceType::PrivateUse1 ? t.device().index() == device
+                                                                    : (t.device().is_cpu() && t.dim() == 0);
+      TORCH_CHECK(ok, "Expected all tensors to be on the same device, but found at least two devices, tpu:", device,
+                  " and ", t.device(), "!");
+    });
+  }
+  return device;
+}
+
+class OpProgram final : public OpContext {
+ public:
+  OpProgram(TensorProgram& program, const std::string& name, const std::vector<c10::IValue>& args,
+            const std::vector<c10::IValue>& meta_args, const std::vector<at::Tensor>& meta_outs)
+      : OpContext(program.builder()), program_(program), name_(name), args_(args), meta_args_(meta_args),
+        meta_outs_(meta_outs) {}
+
+  const std::string& op_name() const override { return name_; }
+  size_t num_args() const override { return args_.size(); }
+  const c10::IValue& arg(size_t i) const override { return args_.at(i); }
+  Value tensor(size_t i) override { return program_.read(args_.at(i).toTensor()); }
+  std::vector<Value> tensor_list(size_t i) override {
+    std::vector<Value> out;
+    for_each_tensor(args_.at(i), [&](const at::Tensor& t) { out.push_back(program_.read(t)); });
+    return out;
+  }
+  TensorType out(size_t i) const override {
+    const at::Tensor& m = meta_outs_.at(i);
+    return TensorType{element_type_of(m.scalar_type()), m.sizes().vec()};
+  }
+  size_t num_outputs() const override { return meta_outs_.size(); }
+  ElementType promoted(const std::vector<size_t>& indices) const override {
+    at::native::ResultTypeState state = {};
+    for (size_t i : indices) {
+      const c10::IValue& v = meta_args_.at(i);
+      if (v.isTensor()) {
+        state = at::native::update_result_type_state(v.toTensor(), state);
+      } else if (v.isScalar()) {
+        state = at::native::update_result_type_state(v.toScalar(), state);
+      }
+    }
+    return element_type_of(at::native::result_type(state));
+  }
+
+ private:
+  TensorProgram& program_;
+  const std::string& name_;
+  const std::vector<c10::IValue>& args_;
+  const std::vector<c10::IValue>& meta_args_;
+  const std::vector<at::Tensor>& meta_outs_;
+};
+
+std::string op_label(const c10::OperatorHandle& op) {
+  const auto& n = op.schema().operator_name();
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
+}  // namespace
+
+void set_fallback_policy(FallbackPolicy policy) { g_policy = static_cast<int>(policy); }
+
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mu);
+  return g_fallbacks;
+}
+
+std::map<std::string, int64_t> lowered_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mu);
+  return g_lowered;
+}
+
+void reset_op_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mu);
+  g_fallbacks.clear();
+  g_lowered.clear();
+}
+
+void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  std::string name = op_label(op);
+  const LoweringRule* rule = find_rule(name);
+  TORCH_INTERNAL_ASSERT(rule != nullptr, "no lowering rule for ", name);
+  size_t n = schema.arguments().size();
+  std::vector<c10::IValue> args(stack->end() - n, stack->end());
+  int device = op_device(args);
+
+  // Output shapes and dtypes (and PyTorch's own argument errors) come from the meta kernels.
+  std::vector<c10::IValue> meta_args;
+  for (const auto& a : args) meta_args.push_back(meta_of(a));
+  torch::jit::Stack meta_stack(meta_args.begin(), meta_args.end());
+  try {
+    op.callBoxed(&meta_stack);
+  } catch (const c10::NotImplementedError&) {
+    run_fallback(op, stack);  // no meta kernel: output types unknown here
+    return;
+  }
+  std::vector<at::Tensor> meta_outs = flatten_tensors(std::vector<c10::IValue>(meta_stack.begin(), meta_stack.end()));
+
+  // Inplace and out= overloads write into their mutable arguments; functional ones create outputs.
+  std::vector<at::Tensor> targets;
+  for (size_t i = 0; i < n; ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) {
+      for_each_tensor(args[i], [&](const at::Tensor& t) { targets.push_back(t); });
+    }
+  }
+  for (size_t i = 0; i < targets.size() && i < meta_outs.size(); ++i) {
+    if (targets[i].sizes() != meta_outs[i].sizes()) targets[i].resize_(meta_outs[i].sizes());
+  }
+
+  TensorProgram program(device);
+  std::string short_name = name.substr(name.rfind(':') + 1);
+  OpProgram ctx(program, short_name, args, meta_args, meta_outs);
+  std::vector<Value> results = (*rule)(ctx);
+  TORCH_INTERNAL_ASSERT(results.size() == meta_outs.size(), name, ": rule returned ", results.size(),
+                        " values for ", meta_outs.size(), " outputs");
+  std::vector<at::Tensor> outputs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    Value v = results[i];
+    std::vector<int64_t> want = meta_outs[i].sizes().vec();
+    if (v.type.dims != want) {
+      TORCH_INTERNAL_ASSERT(v.type.numel() == meta_outs[i].numel(), name, ": rule produced ", v.type.str(),
+                            " but PyTorch expects ", meta_outs[i].sizes());
+      v = ctx.b.reshape(v, want);
+    }
+    if (!targets.empty()) {
+      program.write(targets.at(i), v);
+      outputs.push_back(targets[i]);
+    } else {
+      outputs.push_back(program.output(v, meta_outs[i].scalar_type()));
+    }
+  }
+  program.run();
+  count(g_lowered, name);
+
+  torch::jit::drop(*stack, n);
+  if (schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType) {
+    torch::jit::push(*stack, outputs);
+    return;
+  }
+  size_t k = 0;
+  for (const auto& ret : schema.returns()) {
+    (void)ret;
+    torch::jit::push(*stack, outputs.at(k++));
+  }
+}
+
+void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::string name = op_label(op);
+  auto policy = static_cast<FallbackPolicy>(g_policy.load());
+  TORCH_CHECK_NOT_IMPLEMENTED(policy != FallbackPolicy::kError, "The operator '", name,
+                              "' has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running it on the CPU.");
+  count(g_fallbacks, name);
+  if (policy == FallbackPolicy::kWarn) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(g_counts_mu);
+      first = g_warned.insert(name).second;
+    }
+    if (first) {
+      TORCH_WARN("The operator '", name,
+                 "' has no tpu lowering yet and runs on the CPU (copying its tensors); set TORCH_TPU_FALLBACK=silent "
+                 "to hide this warning or =error to forbid it.");
+    }
+  }
+  // Random ops draw from the tpu generator's host engine, so torch.manual_seed / tpu RNG state govern them.
+  const auto& arguments = op.schema().arguments();
+  size_t n = arguments.size();
+  int device = -1;
+  for (size_t i = 0; i < n; ++i) {
+    for_each_tensor((*stack)[stack->size() - n + i], [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && device < 0) device = t.device().index();
+    });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    c10::IValue& v = (*stack)[stack->size() - n + i];
+    bool is_generator = arguments[i].type()->kind() == c10::TypeKind::GeneratorType ||
+                        (arguments[i].type()->kind() == c10::TypeKind::OptionalType &&
+                         arguments[i].type()->containedType(0)->kind() == c10::TypeKind::GeneratorType);
+    if (!is_generator) continue;
+    std::optional<at::Generator> gen = v.isNone() ? std::nullopt : std::optional<at::Generator>(v.toGenerator());
+    v = host_generator_for(gen, static_cast<c10::DeviceIndex>(std::max(device, 0)));
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace torch_tpu

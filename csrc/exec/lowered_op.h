@@ -1,0 +1,23 @@
+// Runs one ATen op on tpu tensors through its lowering rule: output types from PyTorch's meta kernels, one
+// program per op (cached by its text), results written into new tensors or the op's inplace/out= targets.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace torch_tpu {
+
+// Boxed kernel registered for every overload the lowering table names. Falls back to the CPU fallback when the
+// op has no meta kernel (its output types are then unknown).
+void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Boxed CPU fallback: copies tpu arguments to the CPU, runs the op there, copies results back. Counted per op and
+// governed by the fallback policy. Generators of tpu ops are swapped for their host engines.
+void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+enum class FallbackPolicy { kError = 0, kWarn = 1, kSilent = 2 };
+void set_fallback_policy(FallbackPolicy policy);
+std::map<std::string, int64_t> fallback_counts();
+std::map<std::string, int64_t> lowered_counts();
+void reset_op_counts();
+
+}  // namespace torch_tpu

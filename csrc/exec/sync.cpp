@@ -1,0 +1,60 @@
+#include "exec/sync.h"
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace torch_tpu {
+namespace {
+std::mutex g_mu;
+std::map<int, std::vector<Event>>& pending() {
+  static std::map<int, std::vector<Event>> p;
+  return p;
+}
+
+std::vector<Event> take(int device) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<Event> out = std::move(pending()[device]);
+  pending()[device].clear();
+  return out;
+}
+}  // namespace
+
+void track_pending(int device, Event event) {
+  if (!event.valid()) return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto& list = pending()[device];
+  // Drop what already finished so the list stays short in long asynchronous runs.
+  if (list.size() >= 64) {
+    std::vector<Event> still;
+    for (auto& e : list) {
+      if (!e.is_ready()) still.push_back(std::move(e));
+    }
+    list = std::move(still);
+  }
+  list.push_back(std::move(event));
+}
+
+void synchronize_device(int device) {
+  std::vector<Event> events = take(device);
+  for (const auto& e : events) e.await();
+}
+
+void synchronize_all() {
+  std::vector<int> devices;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (auto& kv : pending()) devices.push_back(kv.first);
+  }
+  for (int d : devices) synchronize_device(d);
+}
+
+bool device_idle(int device) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const auto& e : pending()[device]) {
+    if (!e.is_ready()) return false;
+  }
+  return true;
+}
+
+}  // namespace torch_tpu

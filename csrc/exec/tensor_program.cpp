@@ -1,0 +1,159 @@
+#include "exec/tensor_program.h"
+
+#include <ATen/ATen.h>
+
+#include "backend/state.h"
+#include "exec/sync.h"
+#include "lowering/op_context.h"
+#include "lowering/views.h"
+#include "runtime/executable.h"
+
+namespace torch_tpu {
+namespace {
+
+ViewSpec view_of(const at::Tensor& t) {
+  return ViewSpec{t.sizes().vec(), t.strides().vec(), t.storage_offset()};
+}
+
+TensorType type_of(const at::Tensor& t) { return TensorType{element_type_of(t.scalar_type()), t.sizes().vec()}; }
+
+}  // namespace
+
+TensorProgram::StorageSlot& TensorProgram::slot(const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor, got one on ", t.device());
+  TORCH_CHECK(t.device().index() == device_,
+              "Expected all tensors to be on the same device, but found at least two devices, tpu:", device_,
+              " and ", t.device(), "!");
+  const void* key = t.storage().unsafeGetStorageImpl();
+  auto it = slots_.find(key);
+  if (it != slots_.end()) return it->second;
+  StorageSlot s;
+  s.data = &device_data(t.storage());
+  s.nbytes = static_cast<int64_t>(t.storage().nbytes());
+  slot_order_.push_back(key);
+  return slots_.emplace(key, std::move(s)).first->second;
+}
+
+Value TensorProgram::storage_value(StorageSlot& s, ElementType dtype) {
+  int64_t itemsize = element_size(dtype);
+  TORCH_CHECK(s.nbytes % itemsize == 0, "tpu storage of ", s.nbytes, " bytes cannot be viewed as elements of ",
+              itemsize, " bytes");
+  int64_t numel = s.nbytes / itemsize;
+  if (!s.has_value) {
+    s.buffer = s.data->buffer();
+    if (s.buffer) {
+      Value raw = b_.arg(TensorType{s.buffer->element_type(), {s.buffer->element_count()}});
+      args_.push_back(s.buffer);
+      s.value = raw;
+    } else {
+      s.value = b_.constant(0, dtype, {numel});  // never written: reads as zeros
+    }
+    s.has_value = true;
+  }
+  if (s.value.type.dtype != dtype) s.value = reinterpret_storage(b_, s.value, dtype, numel);
+  return s.value;
+}
+
+Value TensorProgram::external(std::shared_ptr<Buffer> buffer) {
+  Value v = b_.arg(TensorType{buffer->element_type(), buffer->dims()});
+  args_.push_back(std::move(buffer));
+  return v;
+}
+
+Value TensorProgram::read(const at::Tensor& t) {
+  if (t.device().is_cpu()) {
+    TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+                device_, " and cpu!");
+    return b_.constant(t.item<double>(), element_type_of(t.scalar_type()));
+  }
+  ElementType dtype = element_type_of(t.scalar_type());
+  StorageSlot& s = slot(t);
+  return read_view(b_, storage_value(s, dtype), view_of(t));
+}
+
+void TensorProgram::write(const at::Tensor& target, const Value& value) {
+  TensorType type = type_of(target);
+  Value v = b_.broadcast_to(b_.convert(value, type.dtype), type.dims);
+  StorageSlot& s = slot(target);
+  int64_t numel = s.nbytes / element_size(type.dtype);
+  ViewSpec view = view_of(target);
+  bool whole = view.offset == 0 && view.numel() == numel && target.is_contiguous();
+  Value base = whole ? Value{} : storage_value(s, type.dtype);
+  s.value = whole ? b_.reshape(v, {numel}) : write_view(b_, base, v, view);
+  s.has_value = true;
+  s.written = true;
+}
+
+at::Tensor TensorProgram::output(const Value& value, at::ScalarType dtype) {
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
+  at::Tensor t = at::empty(value.type.dims, at::TensorOptions().dtype(dtype).device(
+                                                 c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
+  write(t, value);
+  return t;
+}
+
+void TensorProgram::run() {
+  std::vector<Value> results;
+  std::vector<StorageSlot*> targets;
+  for (const void* key : slot_order_) {
+    StorageSlot& s = slots_.at(key);
+    if (!s.written) continue;
+    results.push_back(s.value);
+    targets.push_back(&s);
+  }
+  if (results.empty()) return;
+  const BackendState& state = backend_state();
+  std::string text = b_.build(results);
+  std::shared_ptr<Executable> exe = state.cache->get_or_compile(text);
+  std::vector<Buffer*> raw_args;
+  for (const auto& a : args_) raw_args.push_back(a.get());
+  ExecuteResult r = exe->execute(raw_args, pjrt_device(device_));
+  // Debug mode: complete before returning, so errors surface at the op that caused them.
+  r.done.await();
+  for (size_t i = 0; i < targets.size(); ++i) targets[i]->data->set_buffer(r.outputs[i]);
+}
+
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& target) {
+  TORCH_INTERNAL_ASSERT(src.is_cpu() && src.is_contiguous() && src.scalar_type() == target.scalar_type());
+  int device = target.device().index();
+  const BackendState& state = backend_state();
+  ElementType dtype = element_type_of(src.scalar_type());
+  DeviceData& data = device_data(target.storage());
+  int64_t storage_numel = static_cast<int64_t>(target.storage().nbytes()) / element_size(dtype);
+  auto buffer = state.client->buffer_from_host(src.data_ptr(), dtype, {src.numel()}, {}, state.pjrt_index[device]);
+  bool whole = target.storage_offset() == 0 && target.is_contiguous() && target.numel() == storage_numel;
+  if (whole) {
+    data.set_buffer(std::move(buffer));
+    return;
+  }
+  // Partial write: splice the uploaded elements into the storage on the device.
+  TensorProgram p(device);
+  Value uploaded = p.external(std::move(buffer));
+  p.write(target, p.builder().reshape(uploaded, target.sizes().vec()));
+  p.run();
+}
+
+at::Tensor copy_device_to_host(const at::Tensor& src) {
+  at::Tensor out = at::empty(src.sizes(), src.options().device(c10::kCPU));
+  if (src.numel() == 0) return out;
+  DeviceData& data = device_data(src.storage());
+  std::shared_ptr<Buffer> buffer = data.buffer();
+  ElementType dtype = element_type_of(src.scalar_type());
+  int64_t storage_numel = static_cast<int64_t>(src.storage().nbytes()) / element_size(dtype);
+  bool whole = src.storage_offset() == 0 && src.is_contiguous() && src.numel() == storage_numel;
+  if (!buffer) {
+    out.zero_();
+    return out;
+  }
+  if (!(whole && buffer->element_type() == dtype)) {
+    // Materialise the view (and reinterpret the storage's type) on the device first.
+    TensorProgram p(src.device().index());
+    at::Tensor dense = p.output(p.read(src), src.scalar_type());
+    p.run();
+    buffer = device_data(dense.storage()).buffer();
+  }
+  buffer->to_host(out.data_ptr(), static_cast<size_t>(out.nbytes()));
+  return out;
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,65 @@
+// Matrix products: mm, bmm, addmm, baddbmm, dot, mv, addmv — all one dot_general each.
+#include "lowering/op_context.h"
+
+namespace torch_tpu {
+namespace {
+
+using Rows = std::vector<LoweringRow>;
+using V = std::vector<Value>;
+
+Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
+  return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {}, {}, {1}, {0}, {t, {a.type.dims[0], b.type.dims[1]}});
+}
+
+Value batched(OpContext& c, const Value& a, const Value& b, ElementType t) {
+  return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {0}, {0}, {2}, {1},
+                         {t, {a.type.dims[0], a.type.dims[1], b.type.dims[2]}});
+}
+
+// beta * self + alpha * product (args: self, m1, m2, beta, alpha).
+Value scaled_add(OpContext& c, const Value& product) {
+  TensorType o = c.out(0);
+  double beta = c.has(3) ? c.scalar(3) : 1.0, alpha = c.has(4) ? c.scalar(4) : 1.0;
+  Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.b.constant(alpha, o.dtype, o.dims));
+  if (beta == 0.0) return p;  // PyTorch ignores self (even NaN) when beta is 0
+  Value s = c.operand(0, o.dtype, o.dims);
+  if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.b.constant(beta, o.dtype, o.dims));
+  return c.b.binary("stablehlo.add", s, p);
+}
+
+V mm_rule(OpContext& c) { return {matmul2d(c, c.tensor(0), c.tensor(1), c.out(0).dtype)}; }
+V bmm_rule(OpContext& c) { return {batched(c, c.tensor(0), c.tensor(1), c.out(0).dtype)}; }
+V addmm_rule(OpContext& c) { return {scaled_add(c, matmul2d(c, c.tensor(1), c.tensor(2), c.out(0).dtype))}; }
+V baddbmm_rule(OpContext& c) { return {scaled_add(c, batched(c, c.tensor(1), c.tensor(2), c.out(0).dtype))}; }
+
+V dot_rule(OpContext& c) {
+  ElementType t = c.out(0).dtype;
+  return {c.b.dot_general(c.b.convert(c.tensor(0), t), c.b.convert(c.tensor(1), t), {}, {}, {0}, {0}, {t, {}})};
+}
+
+V mv_rule(OpContext& c) {
+  ElementType t = c.out(0).dtype;
+  Value m = c.tensor(0);
+  return {c.b.dot_general(c.b.convert(m, t), c.b.convert(c.tensor(1), t), {}, {}, {1}, {0}, {t, {m.type.dims[0]}})};
+}
+
+V addmv_rule(OpContext& c) {
+  ElementType t = c.out(0).dtype;
+  Value m = c.tensor(1);
+  return {scaled_add(c, c.b.dot_general(c.b.convert(m, t), c.b.convert(c.tensor(2), t), {}, {}, {1}, {0},
+                                        {t, {m.type.dims[0]}}))};
+}
+
+}  // namespace
+
+void add_linalg_rules(Rows& rows) {
+  rows.push_back({{"mm", "mm.out"}, mm_rule});
+  rows.push_back({{"bmm", "bmm.out"}, bmm_rule});
+  rows.push_back({{"addmm", "addmm_", "addmm.out"}, addmm_rule});
+  rows.push_back({{"baddbmm", "baddbmm_", "baddbmm.out"}, baddbmm_rule});
+  rows.push_back({{"dot", "dot.out"}, dot_rule});
+  rows.push_back({{"mv", "mv.out"}, mv_rule});
+  rows.push_back({{"addmv", "addmv_", "addmv.out"}, addmv_rule});
+}
+
+}  // namespace torch_tpu

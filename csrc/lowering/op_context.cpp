@@ -1,0 +1,149 @@
+#include "lowering/op_context.h"
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+
+#include "runtime/error.h"
+
+namespace torch_tpu {
+
+ElementType element_type_of(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Bool: return ElementType::kPred;
+    case c10::ScalarType::Char: return ElementType::kS8;
+    case c10::ScalarType::Short: return ElementType::kS16;
+    case c10::ScalarType::Int: return ElementType::kS32;
+    case c10::ScalarType::Long: return ElementType::kS64;
+    case c10::ScalarType::Byte: return ElementType::kU8;
+    case c10::ScalarType::UInt16: return ElementType::kU16;
+    case c10::ScalarType::UInt32: return ElementType::kU32;
+    case c10::ScalarType::UInt64: return ElementType::kU64;
+    case c10::ScalarType::Half: return ElementType::kF16;
+    case c10::ScalarType::Float: return ElementType::kF32;
+    case c10::ScalarType::Double: return ElementType::kF64;
+    case c10::ScalarType::BFloat16: return ElementType::kBF16;
+    case c10::ScalarType::ComplexFloat: return ElementType::kC64;
+    case c10::ScalarType::ComplexDouble: return ElementType::kC128;
+    default: break;
+  }
+  TORCH_CHECK_TYPE(false, "tpu does not support dtype ", type);
+}
+
+double OpContext::scalar(size_t i) const {
+  const c10::IValue& v = arg(i);
+  if (v.isTensor()) return v.toTensor().item<double>();
+  return v.toScalar().toDouble();
+}
+
+int64_t OpContext::integer(size_t i) const {
+  const c10::IValue& v = arg(i);
+  if (v.isTensor()) return v.toTensor().item<int64_t>();
+  return v.toScalar().toLong();
+}
+
+std::vector<int64_t> OpContext::ints(size_t i) const {
+  const c10::IValue& v = arg(i);
+  if (v.isNone()) return {};
+  if (v.isInt()) return {v.toInt()};
+  return v.toIntVector();
+}
+
+Value OpContext::operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) {
+  if (is_tensor(i)) return b.broadcast_to(b.convert(tensor(i), dtype), dims);
+  return b.constant(scalar(i), dtype, dims);
+}
+
+int64_t normalize_dim(int64_t dim, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  TORCH_CHECK_INDEX(dim >= -r && dim < r, "Dimension out of range (expected to be in range of [", -r, ", ", r - 1,
+                    "], but got ", dim, ")");
+  return dim < 0 ? dim + r : dim;
+}
+
+int64_t OpContext::dim(size_t i, int64_t rank) const { return normalize_dim(integer(i), rank); }
+
+std::vector<int64_t> OpContext::dims(size_t i, int64_t rank) const {
+  std::vector<int64_t> out;
+  for (int64_t d : ints(i)) {
+    if (rank == 0) continue;  // reducing a scalar over dim 0/-1 reduces nothing
+    out.push_back(normalize_dim(d, rank));
+  }
+  if (out.empty() && rank > 0 && (!has(i) || ints(i).empty())) {
+    for (int64_t d = 0; d < rank; ++d) out.push_back(d);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Value zeros(HloBuilder& b, const TensorType& type) { return b.constant(0, type.dtype, type.dims); }
+Value full(HloBuilder& b, double value, const TensorType& type) { return b.constant(value, type.dtype, type.dims); }
+
+Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims) {
+  return b.reduce(v, b.constant(0, v.type.dtype), dims, "stablehlo.add");
+}
+
+Value keep_dims(HloBuilder& b, const Value& reduced, const std::vector<int64_t>& in_dims,
+                const std::vector<int64_t>& dims) {
+  std::vector<int64_t> shape = in_dims;
+  for (int64_t d : dims) shape[d] = 1;
+  return b.reshape(reduced, shape);
+}
+
+double lowest(ElementType t) {
+  switch (t) {
+    case ElementType::kPred: return 0;
+    case ElementType::kS8: return std::numeric_limits<int8_t>::min();
+    case ElementType::kS16: return std::numeric_limits<int16_t>::min();
+    case ElementType::kS32: return std::numeric_limits<int32_t>::min();
+    case ElementType::kS64: return static_cast<double>(std::numeric_limits<int64_t>::min());
+    default: break;
+  }
+  if (is_unsigned_integer(t)) return 0;
+  return -std::numeric_limits<double>::infinity();
+}
+
+double highest(ElementType t) {
+  switch (t) {
+    case ElementType::kPred: return 1;
+    case ElementType::kS8: return std::numeric_limits<int8_t>::max();
+    case ElementType::kS16: return std::numeric_limits<int16_t>::max();
+    case ElementType::kS32: return std::numeric_limits<int32_t>::max();
+    case ElementType::kS64: return 9.2233720368547748e18;  // nearest double below 2^63 is not exact; clamp
+    case ElementType::kU8: return std::numeric_limits<uint8_t>::max();
+    case ElementType::kU16: return std::numeric_limits<uint16_t>::max();
+    case ElementType::kU32: return std::numeric_limits<uint32_t>::max();
+    default: break;
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+const std::vector<LoweringRow>& lowering_table() {
+  static const std::vector<LoweringRow> table = [] {
+    std::vector<LoweringRow> rows;
+    add_elementwise_rules(rows);
+    add_reduction_rules(rows);
+    add_linalg_rules(rows);
+    add_nn_rules(rows);
+    add_indexing_rules(rows);
+    return rows;
+  }();
+  return table;
+}
+
+const LoweringRule* find_rule(const std::string& name) {
+  static const std::unordered_map<std::string, const LoweringRule*> index = [] {
+    std::unordered_map<std::string, const LoweringRule*> m;
+    for (const auto& row : lowering_table()) {
+      for (const auto& n : row.names) m["aten::" + n] = &row.rule;
+    }
+    return m;
+  }();
+  std::string key = name.rfind("aten::", 0) == 0 ? name : "aten::" + name;
+  auto it = index.find(key);
+  return it == index.end() ? nullptr : it->second;
+}
+
+}  // namespace torch_tpu

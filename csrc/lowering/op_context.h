@@ -1,0 +1,81 @@
+// What a lowering rule sees: its op's arguments (in the functional overload's positions — inplace and out=
+// variants share the rule), tensor arguments as StableHLO values, and the output types PyTorch's meta kernels
+// computed. A rule emits StableHLO through `b` and returns one value per op result.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hlo/builder.h"
+
+namespace torch_tpu {
+
+ElementType element_type_of(c10::ScalarType type);  // throws c10::TypeError for dtypes XLA cannot hold
+
+class OpContext {
+ public:
+  explicit OpContext(HloBuilder& builder) : b(builder) {}
+  virtual ~OpContext() = default;
+
+  HloBuilder& b;
+
+  virtual const std::string& op_name() const = 0;
+  virtual size_t num_args() const = 0;
+  virtual const c10::IValue& arg(size_t i) const = 0;
+  // Tensor argument i as a value of its own dtype and shape (a CPU scalar tensor becomes a constant).
+  virtual Value tensor(size_t i) = 0;
+  virtual std::vector<Value> tensor_list(size_t i) = 0;
+  // Result i as PyTorch computes it (meta kernels): dtype and shape.
+  virtual TensorType out(size_t i) const = 0;
+  virtual size_t num_outputs() const = 0;
+  // Type promotion of the tensor/scalar arguments `indices`, as at::result_type computes it.
+  virtual ElementType promoted(const std::vector<size_t>& indices) const = 0;
+
+  // Argument helpers.
+  bool has(size_t i) const { return i < num_args() && !arg(i).isNone(); }
+  bool is_tensor(size_t i) const { return i < num_args() && arg(i).isTensor(); }
+  double scalar(size_t i) const;
+  int64_t integer(size_t i) const;
+  bool flag(size_t i) const { return arg(i).toBool(); }
+  std::vector<int64_t> ints(size_t i) const;
+  // Argument i (tensor or number) converted to `dtype` and broadcast to `dims`.
+  Value operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims);
+  // Dimension argument i normalised against `rank` (negative counts from the end).
+  int64_t dim(size_t i, int64_t rank) const;
+  // Dimension list argument i (None or empty means all dims), normalised and sorted.
+  std::vector<int64_t> dims(size_t i, int64_t rank) const;
+};
+
+using LoweringRule = std::function<std::vector<Value>(OpContext&)>;
+
+struct LoweringRow {
+  std::vector<std::string> names;  // ATen overloads served: functional, inplace, out= ("add.Tensor", "add_.Tensor", ...)
+  LoweringRule rule;
+};
+
+// The whole table, built from the per-area tables (elementwise, reductions, linalg, nn, indexing).
+const std::vector<LoweringRow>& lowering_table();
+// nullptr when no rule lowers `name` ("aten::add.Tensor" or "add.Tensor").
+const LoweringRule* find_rule(const std::string& name);
+
+// Per-area tables, each in its own file.
+void add_elementwise_rules(std::vector<LoweringRow>& rows);
+void add_reduction_rules(std::vector<LoweringRow>& rows);
+void add_linalg_rules(std::vector<LoweringRow>& rows);
+void add_nn_rules(std::vector<LoweringRow>& rows);
+void add_indexing_rules(std::vector<LoweringRow>& rows);
+
+// Shared pieces of rules.
+int64_t normalize_dim(int64_t dim, int64_t rank);
+Value zeros(HloBuilder& b, const TensorType& type);
+Value full(HloBuilder& b, double value, const TensorType& type);
+Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims);
+// Reshapes a reduction result so reduced dims stay as size 1 (keepdim=True).
+Value keep_dims(HloBuilder& b, const Value& reduced, const std::vector<int64_t>& in_dims, const std::vector<int64_t>& dims);
+double lowest(ElementType t);
+double highest(ElementType t);
+
+}  // namespace torch_tpu

@@ -1,0 +1,160 @@
+#include "lowering/views.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "runtime/error.h"
+
+namespace torch_tpu {
+namespace {
+
+struct DenseLayout {
+  std::vector<int64_t> kept;   // view dims that matter (size > 1, stride != 0), in view order
+  std::vector<int64_t> order;  // `kept` sorted outermost (largest stride) first
+  int64_t step = 1;            // the innermost stride
+  bool dense = false;          // the kept dims tile [offset, offset + span) with stride `step`
+};
+
+DenseLayout analyse(const ViewSpec& v) {
+  DenseLayout d;
+  for (size_t i = 0; i < v.sizes.size(); ++i) {
+    if (v.sizes[i] > 1 && v.strides[i] != 0) d.kept.push_back(static_cast<int64_t>(i));
+  }
+  d.order = d.kept;
+  std::stable_sort(d.order.begin(), d.order.end(), [&](int64_t a, int64_t b) { return v.strides[a] > v.strides[b]; });
+  if (d.order.empty()) {
+    d.dense = true;
+    return d;
+  }
+  d.step = v.strides[d.order.back()];
+  if (d.step <= 0) return d;
+  for (size_t k = 0; k + 1 < d.order.size(); ++k) {
+    int64_t outer = v.strides[d.order[k]];
+    int64_t inner = v.strides[d.order[k + 1]] * v.sizes[d.order[k + 1]];
+    if (outer != inner) return d;
+  }
+  d.dense = true;
+  return d;
+}
+
+// Flat storage indices of every view element, shaped view.sizes (s64).
+Value element_indices(HloBuilder& b, const ViewSpec& v) {
+  TensorType t{ElementType::kS64, v.sizes};
+  Value idx = b.constant(static_cast<double>(v.offset), ElementType::kS64, v.sizes);
+  for (size_t i = 0; i < v.sizes.size(); ++i) {
+    if (v.sizes[i] <= 1 || v.strides[i] == 0) continue;
+    Value term = b.binary("stablehlo.multiply", b.iota(t, static_cast<int64_t>(i)),
+                          b.constant(static_cast<double>(v.strides[i]), ElementType::kS64, v.sizes));
+    idx = b.binary("stablehlo.add", idx, term);
+  }
+  return idx;
+}
+
+std::string gather_dims() {
+  return "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
+         "index_vector_dim = 1>, slice_sizes = array<i64: 1>, indices_are_sorted = false";
+}
+
+}  // namespace
+
+int64_t ViewSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+Value read_view(HloBuilder& b, const Value& storage, const ViewSpec& v) {
+  int64_t n = v.numel();
+  ElementType dtype = storage.type.dtype;
+  if (n == 0) return b.constant(0, dtype, v.sizes);
+  DenseLayout d = analyse(v);
+  if (d.dense) {
+    int64_t span = 1;
+    for (int64_t i : d.kept) span += (v.sizes[i] - 1) * v.strides[i];
+    if (v.offset < 0 || v.offset + span > storage.type.dims[0]) {
+      fail(ErrorCode::kOutOfRange, "read_view",
+           "view (sizes " + i64_list(v.sizes) + ", strides " + i64_list(v.strides) + ", offset " +
+               std::to_string(v.offset) + ") reaches outside its storage of " + std::to_string(storage.type.dims[0]) +
+               " elements");
+    }
+    Value flat = b.slice(storage, {v.offset}, {v.offset + span}, {d.step});  // Π kept sizes elements
+    std::vector<int64_t> sorted_sizes;
+    for (int64_t i : d.order) sorted_sizes.push_back(v.sizes[i]);
+    Value sorted = b.reshape(flat, sorted_sizes);
+    // Permute from outermost-first order back to view order of the kept dims.
+    std::vector<int64_t> perm;
+    for (int64_t dim : d.kept) {
+      perm.push_back(std::find(d.order.begin(), d.order.end(), dim) - d.order.begin());
+    }
+    Value kept = b.transpose(sorted, perm);
+    return b.broadcast_in_dim(kept, v.sizes, d.kept);
+  }
+  Value idx = b.reshape(element_indices(b, v), {n, 1});
+  Value gathered = b.op1("stablehlo.gather", {storage, idx}, {dtype, {n}}, gather_dims());
+  return b.reshape(gathered, v.sizes);
+}
+
+Value write_view(HloBuilder& b, const Value& storage, const Value& update, const ViewSpec& v) {
+  int64_t n = v.numel();
+  int64_t total = storage.type.dims[0];
+  if (n == 0) return storage;
+  DenseLayout d = analyse(v);
+  bool broadcast = false;
+  for (size_t i = 0; i < v.sizes.size(); ++i) broadcast = broadcast || (v.sizes[i] > 1 && v.strides[i] == 0);
+  if (d.dense && d.step == 1 && !broadcast) {
+    // Dense target: lay the update out in storage order, then splice it in.
+    std::vector<int64_t> kept_sizes;
+    for (int64_t i : d.kept) kept_sizes.push_back(v.sizes[i]);
+    Value u = b.reshape(update, kept_sizes);
+    if (d.order != d.kept) {
+      std::vector<int64_t> perm;
+      for (int64_t dim : d.order) {
+        perm.push_back(std::find(d.kept.begin(), d.kept.end(), dim) - d.kept.begin());
+      }
+      u = b.transpose(u, perm);
+    }
+    Value flat = b.reshape(u, {n});
+    if (v.offset == 0 && n == total) return flat;
+    Value start = b.constant(static_cast<double>(v.offset), ElementType::kS64);
+    return b.dynamic_update_slice(storage, flat, {start});
+  }
+  // Anything else: scatter every element to its flat index.
+  Value idx = b.reshape(element_indices(b, v), {n, 1});
+  Value upd = b.reshape(update, {n});
+  TensorType scalar{storage.type.dtype, {}};
+  std::string body = b.region({scalar, scalar}, [](HloBuilder&, const std::vector<Value>& args) {
+    return std::vector<Value>{args[1]};
+  });
+  return b.op1("stablehlo.scatter", {storage, idx, upd}, storage.type,
+               "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+               "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+               "unique_indices = false",
+               {body});
+}
+
+Value reinterpret_storage(HloBuilder& b, const Value& raw, ElementType dtype, int64_t numel) {
+  ElementType from = raw.type.dtype;
+  if (from == dtype) return b.reshape(raw, {numel});
+  if (from == ElementType::kPred) return reinterpret_storage(b, b.convert(raw, ElementType::kU8), dtype, numel);
+  if (dtype == ElementType::kPred) {
+    Value bytes = reinterpret_storage(b, raw, ElementType::kU8, numel);
+    return b.compare(CompareDirection::kNe, bytes, b.constant(0, ElementType::kU8, {numel}));
+  }
+  int64_t a = element_size(from);
+  int64_t c = element_size(dtype);
+  int64_t raw_n = raw.type.dims[0];
+  if (raw_n * a != numel * c) {
+    fail(ErrorCode::kInvalidArgument, "reinterpret_storage",
+         "storage of " + std::to_string(raw_n * a) + " bytes cannot hold " + std::to_string(numel) + " x " +
+             mlir_name(dtype));
+  }
+  if (a == c) return b.op1("stablehlo.bitcast_convert", {raw}, {dtype, {numel}});
+  if (a > c) {  // one wide element becomes a/c narrow ones
+    Value parts = b.op1("stablehlo.bitcast_convert", {raw}, {dtype, {raw_n, a / c}});
+    return b.reshape(parts, {numel});
+  }
+  Value grouped = b.reshape(raw, {numel, c / a});
+  return b.op1("stablehlo.bitcast_convert", {grouped}, {dtype, {numel}});
+}
+
+}  // namespace torch_tpu

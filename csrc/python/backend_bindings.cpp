@@ -1,0 +1,90 @@
+// Python view of the PyTorch backend: start it on a runtime, fallback policy, op counters, memory statistics.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <torch/csrc/Generator.h>
+
+#include "backend/generator.h"
+#include "backend/state.h"
+#include "backend/storage.h"
+#include "exec/lowered_op.h"
+#include "exec/sync.h"
+#include "lowering/op_context.h"
+#include "python/module.h"
+
+namespace py = pybind11;
+
+namespace torch_tpu {
+namespace {
+
+py::dict memory_stats(int device) {
+  check_device_index(device);
+  auto stats = tpu_allocator().getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  py::dict out;
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto put = [&](const char* name, const c10::CachingAllocator::StatArray& a) {
+    for (size_t p = 0; p < a.size() && p < 3; ++p) {
+      std::string prefix = std::string(name) + "." + pools[p] + ".";
+      out[py::str(prefix + "current")] = a[p].current;
+      out[py::str(prefix + "peak")] = a[p].peak;
+      out[py::str(prefix + "allocated")] = a[p].allocated;
+      out[py::str(prefix + "freed")] = a[p].freed;
+    }
+  };
+  put("allocation", stats.allocation);
+  put("segment", stats.segment);
+  put("active", stats.active);
+  put("inactive_split", stats.inactive_split);
+  put("allocated_bytes", stats.allocated_bytes);
+  put("reserved_bytes", stats.reserved_bytes);
+  put("active_bytes", stats.active_bytes);
+  put("inactive_split_bytes", stats.inactive_split_bytes);
+  put("requested_bytes", stats.requested_bytes);
+  out["num_alloc_retries"] = stats.num_alloc_retries;
+  out["num_ooms"] = stats.num_ooms;
+  out["num_device_alloc"] = stats.num_device_alloc;
+  out["num_device_free"] = stats.num_device_free;
+  return out;
+}
+
+}  // namespace
+
+void bind_backend(py::module_& m) {
+  m.def("_backend_init", &set_backend_state, py::arg("client"), py::arg("cache"), py::arg("device_indices"));
+  m.def("_device_count", &device_count);
+  m.def("_current_device", &current_device);
+  m.def("_set_device", &set_current_device);
+  m.def("_synchronize", &synchronize_device, py::call_guard<py::gil_scoped_release>());
+  m.def("_memory_stats", &memory_stats);
+  m.def("_reset_peak_memory_stats", [](int d) { tpu_allocator().resetPeakStats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_reset_accumulated_memory_stats",
+        [](int d) { tpu_allocator().resetAccumulatedStats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_mem_get_info", [](int d) { return tpu_allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_device_capacity", &TpuAllocator::device_capacity);
+  m.def("_set_fallback_policy", [](const std::string& policy) {
+    if (policy == "error") {
+      set_fallback_policy(FallbackPolicy::kError);
+    } else if (policy == "warn") {
+      set_fallback_policy(FallbackPolicy::kWarn);
+    } else if (policy == "silent") {
+      set_fallback_policy(FallbackPolicy::kSilent);
+    } else {
+      throw py::value_error("fallback policy must be error, warn or silent, not '" + policy + "'");
+    }
+  });
+  m.def("_fallback_counts", &fallback_counts);
+  m.def("_lowered_counts", &lowered_counts);
+  m.def("_reset_op_counts", &reset_op_counts);
+  m.def("_default_generator", [](int device) {
+    check_device_index(device);
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_tpu_generator(static_cast<c10::DeviceIndex>(device))));
+  });
+  m.def("_lowered_ops", []() {
+    std::vector<std::string> names;
+    for (const auto& row : lowering_table()) names.insert(names.end(), row.names.begin(), row.names.end());
+    return names;
+  });
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,135 @@
+"""Elementwise, reduction and matmul ops on tpu against CPU PyTorch, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.ops.harness import check
+
+g = torch.Generator().manual_seed(0)
+
+
+def r(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=g)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a + b,
+        lambda a, b: a - 2 * b,
+        lambda a, b: a * b,
+        lambda a, b: a / (b.abs() + 1),
+        lambda a, b: torch.maximum(a, b),
+        lambda a, b: torch.where(a > b, a, b * 3),
+        lambda a, b: torch.addcmul(a, a, b, value=0.5),
+        lambda a, b: torch.lerp(a, b, 0.3),
+    ],
+)
+def test_binary(fn):
+    check(fn, r(3, 4), r(3, 4))
+
+
+def test_broadcast_and_scalars():
+    check(lambda a, b: a * b + 1.5 - a / 4, r(3, 1, 4), r(5, 1))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch.exp,
+        torch.tanh,
+        torch.sigmoid,
+        torch.relu,
+        torch.nn.functional.gelu,
+        torch.nn.functional.silu,
+        lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+        torch.neg,
+        torch.sin,
+        torch.cos,
+        lambda x: x.abs().sqrt(),
+        lambda x: (x.abs() + 1).log(),
+        lambda x: x.clamp(-0.5, 0.5),
+        lambda x: x.pow(2),
+        lambda x: (x.abs() + 0.1).rsqrt(),
+        lambda x: torch.nn.functional.leaky_relu(x, 0.1),
+    ],
+)
+def test_unary(fn):
+    check(fn, r(4, 5))
+
+
+def test_comparisons_and_logic():
+    check(lambda a, b: ((a > b) & (a < 0.5)) | ~(b >= 0), r(6), r(6), grad=False)
+    check(lambda a: (a == a.round()).sum(), torch.tensor([1.0, 1.5, 2.0]), grad=False)
+
+
+def test_integer_division_modes():
+    a = torch.tensor([7, -7, 5, -5])
+    b = torch.tensor([2, 2, -3, -3])
+    check(lambda x, y: torch.div(x, y, rounding_mode="floor"), a, b, grad=False)
+    check(lambda x, y: torch.div(x, y, rounding_mode="trunc"), a, b, grad=False)
+    check(lambda x, y: x % y, a, b, grad=False)
+    check(lambda x, y: x / y, a, b, grad=False)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.sum(),
+        lambda x: x.sum(dim=1),
+        lambda x: x.mean(dim=(0, 2), keepdim=True),
+        lambda x: x.amax(dim=-1),
+        lambda x: x.var(dim=1),
+        lambda x: x.std(),
+        lambda x: x.prod(dim=0),
+        lambda x: x.max(dim=1).values,
+        lambda x: x.norm(),
+    ],
+)
+def test_reductions(fn):
+    check(fn, r(3, 4, 5))
+
+
+def test_reduction_indices_and_bools():
+    x = r(4, 6)
+    check(lambda t: t.max(dim=1), x, grad=False)
+    check(lambda t: t.min(dim=0), x, grad=False)
+    check(lambda t: t.argmax(), x, grad=False)
+    check(lambda t: t.argmin(dim=1, keepdim=True), x, grad=False)
+    check(lambda t: ((t > 0).all(dim=1), (t > 0).any()), x, grad=False)
+    check(lambda t: t.sum(dtype=torch.float64), x, grad=False)
+    check(lambda t: (t > 0).sum(), x, grad=False)
+
+
+def test_matmuls():
+    check(torch.mm, r(3, 4), r(4, 5))
+    check(torch.bmm, r(2, 3, 4), r(2, 4, 5))
+    check(lambda b, x, w: torch.addmm(b, x, w, beta=0.5, alpha=2.0), r(5), r(3, 4), r(4, 5))
+    check(torch.matmul, r(2, 3, 4), r(4, 6))
+    check(torch.nn.functional.linear, r(7, 4), r(3, 4), r(3))
+
+
+def test_views_and_inplace_aliasing():
+    base = torch.arange(24.0).reshape(4, 6)
+    t = base.to("tpu")
+    v = t[:, 1:5:2]  # strided view
+    v.mul_(10)
+    base[:, 1:5:2].mul_(10)
+    torch.testing.assert_close(t.cpu(), base)
+    tt = t.t()
+    tt[2].add_(1)
+    base.t()[2].add_(1)
+    torch.testing.assert_close(t.cpu(), base)
+    torch.testing.assert_close(t.permute(1, 0)[::2].cpu(), base.permute(1, 0)[::2])
+
+
+def test_out_and_dtype_conversions():
+    a, b = r(3, 3), r(3, 3)
+    out = torch.empty(3, 3, device="tpu")
+    torch.add(a.to("tpu"), b.to("tpu"), out=out)
+    torch.testing.assert_close(out.cpu(), a + b)
+    x = torch.tensor([1.7, -2.2, 3.5])
+    for dt in (torch.int32, torch.int64, torch.float64, torch.bfloat16, torch.float16, torch.bool, torch.uint8):
+        torch.testing.assert_close(x.to("tpu").to(dt).cpu(), x.to(dt))

@@ -1,0 +1,50 @@
+"""Makes `tpu` a PyTorch device: rename PrivateUse1, register torch.tpu, generate methods, start the backend."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+import torch
+
+from torch_tpu import _C, config, device_module, runtime
+
+_lock = threading.Lock()
+_done = False
+
+
+def _register_device_module() -> None:
+    existing = getattr(torch, "tpu", None)
+    if existing is None:
+        torch._register_device_module("tpu", device_module)
+        return
+    if existing is device_module:
+        return
+    # A torch that ships its own torch.tpu shim: make its functions ours.
+    if isinstance(existing, types.ModuleType):
+        for name in dir(device_module):
+            if not name.startswith("__"):
+                setattr(existing, name, getattr(device_module, name))
+        sys.modules["torch.tpu"] = existing
+
+
+def register() -> None:
+    """Idempotent; safe to call from the autoload hook and from `import torch_tpu`."""
+    global _done
+    with _lock:
+        if _done:
+            return
+        if torch._C._get_privateuse1_backend_name() != "tpu":
+            torch.utils.rename_privateuse1_backend("tpu")
+        _register_device_module()
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        cfg = config.load()
+        _C._set_fallback_policy(cfg.fallback)
+        try:
+            rt = runtime.get()
+        except runtime.PluginUnavailableError:
+            rt = None  # device_count() stays 0; torch_tpu.runtime.status() says why
+        if rt is not None:
+            _C._backend_init(rt.client, rt.cache, [d["index"] for d in rt.devices])
+        _done = True

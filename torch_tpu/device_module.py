@@ -1,0 +1,271 @@
+"""`torch.tpu`: the CUDA-shaped device module (device selection, sync, RNG, memory, streams, events, AMP)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from torch_tpu import _C, runtime
+
+# ----------------------------------------------------------------------------------------------------------------
+# Devices
+
+
+def is_available() -> bool:
+    return _C._device_count() > 0
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def is_initialized() -> bool:
+    return is_available()
+
+
+def init() -> None:
+    runtime.get()
+
+
+def _lazy_init() -> None:
+    init()
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def _index(device: Any = None) -> int:
+    """Device index of `device` (None: current; int; 'tpu:1'; torch.device)."""
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    if d.type != "tpu":
+        raise ValueError(f"Expected a tpu device, but got: {d}")
+    return current_device() if d.index is None else d.index
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: Any) -> None:
+    index = _index(device)
+    if index >= 0:
+        _C._set_device(index)
+
+
+class device:  # noqa: N801 - the name torch.cuda uses
+    """Context manager that makes `index` the current tpu device."""
+
+    def __init__(self, index: Any) -> None:
+        self.idx = _index(index) if index is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = current_device()
+        if self.idx >= 0:
+            set_device(self.idx)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.idx >= 0:
+            set_device(self.prev_idx)
+
+
+def synchronize(device: Any = None) -> None:
+    _C._synchronize(_index(device))
+
+
+def get_device_name(device: Any = None) -> str:
+    return get_device_properties(device).name
+
+
+class _DeviceProperties:
+    def __init__(self, index: int) -> None:
+        rt = runtime.get()
+        info = rt.devices[index]
+        kind = info["kind"]
+        platform = rt.client.platform_name
+        self.name = f"XLA {kind.upper()}" if platform == "cpu" else kind
+        self.platform = platform
+        self.index = index
+        self.total_memory = _C._device_capacity(index)
+        self.multi_processor_count = 1
+
+    def __repr__(self) -> str:
+        return f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', total_memory={self.total_memory})"
+
+
+def get_device_properties(device: Any = None) -> _DeviceProperties:
+    index = _index(device)
+    if not 0 <= index < device_count():
+        raise AssertionError(f"Invalid device id {index}")
+    return _DeviceProperties(index)
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    return (0, 0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Random numbers
+
+
+class _Generators:
+    def __getitem__(self, index: int) -> torch.Generator:
+        return _C._default_generator(index)
+
+    def __len__(self) -> int:
+        return device_count()
+
+    def __iter__(self) -> Iterator[torch.Generator]:
+        return (self[i] for i in range(len(self)))
+
+
+default_generators = _Generators()
+
+
+def get_rng_state(device: Any = "tpu") -> torch.Tensor:
+    return default_generators[_index(device)].get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "tpu") -> None:
+    default_generators[_index(device)].set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [g.get_state() for g in default_generators]
+
+
+def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+    for g, s in zip(default_generators, new_states, strict=True):
+        g.set_state(s)
+
+
+def manual_seed(seed: int) -> None:
+    default_generators[current_device()].manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for g in default_generators:
+        g.manual_seed(int(seed))
+
+
+def seed() -> None:
+    default_generators[current_device()].seed()
+
+
+def seed_all() -> None:
+    for g in default_generators:
+        g.seed()
+
+
+def initial_seed() -> int:
+    return default_generators[current_device()].initial_seed()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Memory
+
+
+def memory_stats(device: Any = None) -> dict[str, int]:
+    return dict(sorted(_C._memory_stats(_index(device)).items()))
+
+
+def memory_allocated(device: Any = None) -> int:
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    _C._reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Storages free their device buffers when they die; there is no cache to empty."""
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    return tuple(_C._mem_get_info(_index(device)))  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Streams and events (executions on one device are ordered; streams name that queue)
+
+
+class Stream(torch.Stream):
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Stream:
+        if "stream_id" in kwargs:
+            return super().__new__(cls, **kwargs)
+        with globals()["device"](device):
+            return super().__new__(cls, device=torch.device("tpu", current_device()), priority=priority)
+
+
+class Event(torch.Event):
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Event:
+        return super().__new__(
+            cls, device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
+        )
+
+
+def current_stream(device: Any = None) -> Stream:
+    s = torch._C._accelerator_getStream(_index(device))
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
+def default_stream(device: Any = None) -> Stream:
+    index = _index(device)
+    return Stream(stream_id=0, device_index=index, device_type=torch._C._autograd.DeviceType.PrivateUse1)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    torch._C._accelerator_setStream(stream)
+
+
+@contextlib.contextmanager
+def stream(s: torch.Stream | None) -> Iterator[None]:
+    if s is None:
+        yield
+        return
+    prev = current_stream(s.device_index)
+    set_stream(s)
+    try:
+        yield
+    finally:
+        set_stream(prev)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Dtypes and AMP
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.bfloat16, torch.float16]
