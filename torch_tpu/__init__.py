@@ -13,7 +13,7 @@ def _autoload() -> None:
     whole job. Defined before `import torch` so the hook resolves when torch_tpu is the module importing torch."""
 
 
-import torch  # noqa: E402
+import torch  # noqa: E402,F401  (loads libtorch before _C)
 
 from torch_tpu import _C, _registration, config, runtime  # noqa: E402,F401  (_C registers the kernels)
 
