@@ -121,6 +121,14 @@ class OpProgram final : public OpContext {
     }
     return element_type_of(at::native::result_type(state));
   }
+  void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message) override {
+    const at::Tensor& idx = args_.at(i).toTensor();
+    if (idx.numel() == 0) return;
+    // Runs as two small tpu programs of its own, then reads two scalars: a counted host sync.
+    int64_t smallest = idx.min().item<int64_t>();
+    int64_t largest = idx.max().item<int64_t>();
+    TORCH_CHECK_INDEX(smallest >= lo && largest < hi, message);
+  }
 
  private:
   TensorProgram& program_;

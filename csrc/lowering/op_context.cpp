@@ -128,6 +128,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_linalg_rules(rows);
     add_nn_rules(rows);
     add_indexing_rules(rows);
+    add_conv_rules(rows);
     return rows;
   }();
   return table;

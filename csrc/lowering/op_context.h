@@ -33,6 +33,9 @@ class OpContext {
   virtual size_t num_outputs() const = 0;
   // Type promotion of the tensor/scalar arguments `indices`, as at::result_type computes it.
   virtual ElementType promoted(const std::vector<size_t>& indices) const = 0;
+  // XLA clamps out-of-range gather/scatter indices; PyTorch raises. Checks (with a host sync) that every element of
+  // integer tensor argument i lies in [lo, hi), else raises IndexError with `message`.
+  virtual void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message) = 0;
 
   // Argument helpers.
   bool has(size_t i) const { return i < num_args() && !arg(i).isNone(); }
@@ -56,7 +59,7 @@ struct LoweringRow {
   LoweringRule rule;
 };
 
-// The whole table, built from the per-area tables (elementwise, reductions, linalg, nn, indexing).
+// The whole table, built from the per-area tables (elementwise, reductions, linalg, nn, indexing, conv).
 const std::vector<LoweringRow>& lowering_table();
 // nullptr when no rule lowers `name` ("aten::add.Tensor" or "add.Tensor").
 const LoweringRule* find_rule(const std::string& name);
@@ -67,6 +70,7 @@ void add_reduction_rules(std::vector<LoweringRow>& rows);
 void add_linalg_rules(std::vector<LoweringRow>& rows);
 void add_nn_rules(std::vector<LoweringRow>& rows);
 void add_indexing_rules(std::vector<LoweringRow>& rows);
+void add_conv_rules(std::vector<LoweringRow>& rows);
 
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);
