@@ -28,10 +28,12 @@ def is_available() -> bool:
 
 
 def metrics() -> dict[str, Any]:
-    """Runtime counters (compiles, cache hits, executions, transfers, live buffers) and per-op counts."""
+    """Runtime counters (compiles, cache hits, executions, transfers, live buffers) and per-op counts: ops lowered
+    to programs, ops run on the host by design (random draws, data-dependent shapes) and CPU fallbacks."""
     out: dict[str, Any] = dict(_C.runtime_counters())
     out["lowered_ops"] = dict(_C._lowered_counts())
     out["fallback_ops"] = dict(_C._fallback_counts())
+    out["host_ops"] = dict(_C._host_op_counts())
     return out
 
 

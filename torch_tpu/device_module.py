@@ -217,29 +217,23 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
 # Streams and events (executions on one device are ordered; streams name that queue)
 
 
-class Stream(torch.Stream):
-    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Stream:
-        if "stream_id" in kwargs:
-            return super().__new__(cls, **kwargs)
-        with globals()["device"](device):
-            return super().__new__(cls, device=torch.device("tpu", current_device()), priority=priority)
+def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802 - torch.cuda.Stream's name
+    """A stream of the given (default: current) tpu device, as torch.Stream."""
+    return torch.Stream(device=torch.device("tpu", _index(device)), priority=priority)
 
 
-class Event(torch.Event):
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Event:
-        return super().__new__(
-            cls, device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
-        )
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    """A tpu event, as torch.Event."""
+    return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
-def current_stream(device: Any = None) -> Stream:
-    s = torch._C._accelerator_getStream(_index(device))
-    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+def current_stream(device: Any = None) -> torch.Stream:
+    return torch._C._accelerator_getStream(_index(device))
 
 
-def default_stream(device: Any = None) -> Stream:
-    index = _index(device)
-    return Stream(stream_id=0, device_index=index, device_type=torch._C._autograd.DeviceType.PrivateUse1)
+def default_stream(device: Any = None) -> torch.Stream:
+    s = current_stream(device)
+    return torch.Stream(stream_id=0, device_index=s.device_index, device_type=s.device_type)
 
 
 def set_stream(stream: torch.Stream) -> None:

@@ -21,6 +21,11 @@ struct TpuEvent {
 
 c10::Device tpu(c10::DeviceIndex index) { return c10::Device(c10::DeviceType::PrivateUse1, index); }
 
+// torch.Stream(device="tpu") carries index -1: the current device.
+c10::DeviceIndex resolve(c10::DeviceIndex index) {
+  return index < 0 ? static_cast<c10::DeviceIndex>(current_device()) : index;
+}
+
 class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
  public:
   c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
@@ -33,39 +38,42 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Device getDevice() const override { return tpu(static_cast<c10::DeviceIndex>(current_device())); }
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.is_privateuseone(), "expected a tpu device, got ", d);
-    set_current_device(d.index());
+    set_current_device(resolve(d.index()));
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     try {
-      set_current_device(d.index());
+      set_current_device(resolve(d.index()));
     } catch (...) {
     }
   }
   c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(device_count()); }
 
   c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::UNSAFE, d, t_current_stream[d.index()]);
+    c10::DeviceIndex i = resolve(d.index());
+    return c10::Stream(c10::Stream::UNSAFE, tpu(i), t_current_stream[i]);
   }
-  c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, tpu(resolve(d.index())));
+  }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool is_high_priority) const override { return getNewStream(d, 0); }
   c10::Stream getNewStream(c10::Device d, int priority) const override {
     static std::atomic<int> next{0};
     c10::StreamId id = 1 + (next++ % (kStreamPoolSize - 1));
-    return c10::Stream(c10::Stream::UNSAFE, d, id);
+    return c10::Stream(c10::Stream::UNSAFE, tpu(resolve(d.index())), id);
   }
   c10::Stream exchangeStream(c10::Stream s) const override {
     c10::Stream old = getStream(s.device());
-    t_current_stream[s.device_index()] = s.id();
+    t_current_stream[resolve(s.device_index())] = s.id();
     return old;
   }
-  bool queryStream(const c10::Stream& s) const override { return device_idle(s.device_index()); }
-  void synchronizeStream(const c10::Stream& s) const override { synchronize_device(s.device_index()); }
+  bool queryStream(const c10::Stream& s) const override { return device_idle(resolve(s.device_index())); }
+  void synchronizeStream(const c10::Stream& s) const override { synchronize_device(resolve(s.device_index())); }
   void synchronizeDevice(const c10::DeviceIndex index) const override { synchronize_device(index); }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
     if (*event == nullptr) *event = new TpuEvent();
-    synchronize_device(stream.device_index());
+    synchronize_device(resolve(stream.device_index()));
     auto* e = static_cast<TpuEvent*>(*event);
     e->recorded = std::chrono::steady_clock::now();
     e->was_recorded = true;

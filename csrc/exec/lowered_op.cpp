@@ -17,6 +17,7 @@ namespace {
 std::mutex g_counts_mu;
 std::map<std::string, int64_t> g_fallbacks;
 std::map<std::string, int64_t> g_lowered;
+std::map<std::string, int64_t> g_host_ops;
 std::set<std::string> g_warned;
 std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::kWarn)};
 
@@ -157,8 +158,16 @@ std::map<std::string, int64_t> lowered_counts() {
   return g_lowered;
 }
 
+void count_host_op(const c10::OperatorHandle& op) { count(g_host_ops, op_label(op)); }
+
+std::map<std::string, int64_t> host_op_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mu);
+  return g_host_ops;
+}
+
 void reset_op_counts() {
   std::lock_guard<std::mutex> lock(g_counts_mu);
+  g_host_ops.clear();
   g_fallbacks.clear();
   g_lowered.clear();
 }
@@ -251,6 +260,10 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                  "to hide this warning or =error to forbid it.");
     }
   }
+  run_on_host(op, stack);
+}
+
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Random ops draw from the tpu generator's host engine, so torch.manual_seed / tpu RNG state govern them.
   const auto& arguments = op.schema().arguments();
   size_t n = arguments.size();

@@ -14,6 +14,13 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // governed by the fallback policy. Generators of tpu ops are swapped for their host engines.
 void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Runs the op through its CPU kernel (tensors copied to the host and back), with tpu generators swapped for
+// their host engines. run_fallback = policy + counting + this; random ops use it directly.
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+void count_host_op(const c10::OperatorHandle& op);
+std::map<std::string, int64_t> host_op_counts();
+
 enum class FallbackPolicy { kError = 0, kWarn = 1, kSilent = 2 };
 void set_fallback_policy(FallbackPolicy policy);
 std::map<std::string, int64_t> fallback_counts();

@@ -74,6 +74,7 @@ void bind_backend(py::module_& m) {
   });
   m.def("_fallback_counts", &fallback_counts);
   m.def("_lowered_counts", &lowered_counts);
+  m.def("_host_op_counts", &host_op_counts);
   m.def("_reset_op_counts", &reset_op_counts);
   m.def("_default_generator", [](int device) {
     check_device_index(device);

@@ -1,0 +1,74 @@
+"""Errors users can act on: PyTorch's messages and exception types, and the process keeps working."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_mixing_devices():
+    a = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + torch.ones(3)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.mm(torch.ones(2, 2, device="tpu"), torch.ones(2, 2))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + torch.ones(3, device="tpu:1")
+    # A CPU scalar tensor is allowed, as on CUDA.
+    assert torch.equal((a * torch.tensor(2.0)).cpu(), torch.full((3,), 2.0))
+
+
+def test_shape_errors_are_pytorchs():
+    with pytest.raises(RuntimeError, match="must match the size|broadcast"):
+        torch.ones(2, 3, device="tpu") + torch.ones(4, 3, device="tpu")
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.ones(2, 3, device="tpu") @ torch.ones(4, 3, device="tpu")
+
+
+def test_unsupported_dtype():
+    with pytest.raises(TypeError, match="tpu does not support dtype"):
+        torch.empty(2, dtype=torch.float8_e4m3fn, device="tpu")
+
+
+def test_process_keeps_working_after_errors():
+    for _ in range(3):
+        with pytest.raises(RuntimeError):
+            torch.ones(2, device="tpu") + torch.ones(3, device="tpu")
+    assert (torch.ones(2, device="tpu") * 4).sum().item() == 8.0
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": REPO, **env},
+    )
+
+
+def test_fallback_policy_error():
+    code = (
+        "import torch\n"
+        "try:\n"
+        "    torch.ones(4, device='tpu').cumprod(0)\n"
+        "except NotImplementedError as e:\n"
+        "    print('raised:', 'has no tpu lowering' in str(e))\n"
+    )
+    proc = _run(code, TORCH_TPU_FALLBACK="error")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "raised: True"
+
+
+def test_missing_plugin_makes_device_unavailable():
+    code = "import torch, torch_tpu; print(torch.tpu.is_available(), torch.tpu.device_count())"
+    proc = _run(code, TORCH_TPU_PJRT_PLUGIN="/missing/plugin.so")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "0"]
+    assert "Traceback" not in proc.stderr
