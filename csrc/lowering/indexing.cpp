@@ -1,8 +1,547 @@
-// Indexing and joining: cat, index_select, gather, embedding backward (filled in by the indexing rules work).
+// Indexing, joining and shape ops: cat, index_select, gather/scatter, index_add, embedding backward, advanced
+// indexing (index / index_put), arange, tril/triu, cumsum, flip, roll, sort/topk.
+//
+// Everything that reads or writes at user indices becomes one stablehlo.gather or stablehlo.scatter over "points":
+// an s64 tensor of shape B + [k] whose last dim holds coordinates into k operand dims (ascending); the other dims
+// are taken whole. XLA clamps out-of-range gather starts and drops out-of-range scatter updates where PyTorch
+// raises, so each rule checks its indices on the host first (one sync).
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <cmath>
+
 #include "lowering/op_context.h"
 
 namespace torch_tpu {
+namespace {
 
-void add_indexing_rules(std::vector<LoweringRow>& rows) {}
+using Rows = std::vector<LoweringRow>;
+using V = std::vector<Value>;
+using Dims = std::vector<int64_t>;
+
+bool contains(const Dims& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+Dims range(int64_t lo, int64_t hi) {
+  Dims out;
+  for (int64_t i = lo; i < hi; ++i) out.push_back(i);
+  return out;
+}
+
+// `name = [..], ` or nothing: the XLA parser accepts missing fields more reliably than empty lists.
+std::string field(const char* name, const Dims& v) { return v.empty() ? "" : std::string(name) + " = " + i64_list(v) + ", "; }
+
+// The range check for indices that do not travel as a plain tensor argument (Tensor?[] lists) or whose error
+// must be a RuntimeError (gather/scatter/index_add on the CPU raise those). Two host syncs.
+void check_points(const at::Tensor& idx, int64_t lo, int64_t hi, int64_t dim, bool index_error) {
+  if (idx.numel() == 0) return;
+  int64_t mn = idx.min().item<int64_t>();
+  int64_t mx = idx.max().item<int64_t>();
+  if (mn >= lo && mx < hi) return;
+  std::string msg = "index " + std::to_string(mx >= hi ? mx : mn) + " is out of bounds for dimension " +
+                    std::to_string(dim) + " with size " + std::to_string(hi);
+  if (index_error) TORCH_CHECK_INDEX(false, msg);
+  TORCH_CHECK(false, msg);
+}
+
+// Where the kept (non-indexed) operand dims land in the result of indexing `rank` dims at `pos` with `batch_rank`
+// index dims: NumPy puts the index dims in place of adjacent indexed dims, otherwise in front.
+Dims window_dims(int64_t rank, const Dims& pos, int64_t batch_rank) {
+  bool adjacent = pos.back() - pos.front() + 1 == static_cast<int64_t>(pos.size());
+  Dims out;
+  int64_t next = adjacent ? 0 : batch_rank;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (contains(pos, d)) {
+      if (adjacent && d == pos.front()) next += batch_rank;
+      continue;
+    }
+    out.push_back(next++);
+  }
+  return out;
+}
+
+// Shape of self[points]: the batch dims B of `points` plus the kept dims of `self`.
+Dims indexed_dims(const Dims& self, const Dims& pos, const Dims& batch) {
+  int64_t rank = static_cast<int64_t>(self.size());
+  Dims win = window_dims(rank, pos, static_cast<int64_t>(batch.size()));
+  Dims out(batch.size() + self.size() - pos.size(), 0);
+  size_t w = 0, bi = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!contains(pos, d)) out[win[w++]] = self[d];
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!contains(win, static_cast<int64_t>(i))) out[i] = batch[bi++];
+  }
+  return out;
+}
+
+Dims batch_of(const Value& points) { return Dims(points.type.dims.begin(), points.type.dims.end() - 1); }
+
+Value gather_points(HloBuilder& b, const Value& self, const Dims& pos, const Value& points) {
+  Dims batch = batch_of(points);
+  int64_t rank = self.type.rank();
+  Dims sizes = self.type.dims;
+  for (int64_t p : pos) sizes[p] = 1;
+  std::string attrs = "dimension_numbers = #stablehlo.gather<" + field("offset_dims", window_dims(rank, pos, batch.size())) +
+                      field("collapsed_slice_dims", pos) + field("start_index_map", pos) +
+                      "index_vector_dim = " + std::to_string(batch.size()) + ">, slice_sizes = " + i64_array(sizes) +
+                      ", indices_are_sorted = false";
+  return b.op1("stablehlo.gather", {self, points}, {self.type.dtype, indexed_dims(self.type.dims, pos, batch)}, attrs);
+}
+
+// Scatters `updates` (shaped self[points]) into self; `combiner` empty means replace.
+Value scatter_points(HloBuilder& b, const Value& self, const Dims& pos, const Value& points, const Value& updates,
+                     std::string combiner) {
+  Dims batch = batch_of(points);
+  TensorType scalar{self.type.dtype, {}};
+  if (combiner == "stablehlo.add" && scalar.dtype == ElementType::kPred) combiner = "stablehlo.or";
+  if (combiner == "stablehlo.multiply" && scalar.dtype == ElementType::kPred) combiner = "stablehlo.and";
+  std::string body = b.region({scalar, scalar}, [&](HloBuilder& rb, const V& args) -> V {
+    if (combiner.empty()) return {args[1]};
+    return {rb.op1(combiner, {args[0], args[1]}, scalar)};
+  });
+  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<" +
+                      field("update_window_dims", window_dims(self.type.rank(), pos, batch.size())) +
+                      field("inserted_window_dims", pos) + field("scatter_dims_to_operand_dims", pos) +
+                      "index_vector_dim = " + std::to_string(batch.size()) +
+                      ">, indices_are_sorted = false, unique_indices = false";
+  return b.op1("stablehlo.scatter", {self, points, updates}, self.type, attrs, {body});
+}
+
+// A 1-D index (or 0-d) as points into one dim: shape [n, 1].
+Value column_points(HloBuilder& b, const Value& index) {
+  return b.reshape(b.convert(index, ElementType::kS64), {index.type.numel(), 1});
+}
+
+// Points naming every coordinate: index along `dim`, the position itself along the others (gather/scatter).
+Value full_points(HloBuilder& b, const Value& index, int64_t dim, int64_t rank) {
+  Dims shape = index.type.dims;
+  Dims col = shape;
+  col.push_back(1);
+  std::vector<Value> parts;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value v = d == dim ? b.convert(index, ElementType::kS64) : b.iota({ElementType::kS64, shape}, d);
+    parts.push_back(b.reshape(v, col));
+  }
+  return parts.size() == 1 ? parts[0] : b.concatenate(parts, static_cast<int64_t>(shape.size()));
+}
+
+Value as_rank1(HloBuilder& b, const Value& v) { return v.type.rank() == 0 ? b.reshape(v, {1}) : v; }
+
+Value scalar_like(HloBuilder& b, double value, const Value& v) { return b.constant(value, v.type.dtype, v.type.dims); }
+
+// Inclusive prefix sum along `dim` as a reduce_window whose window reaches back over the whole dim.
+Value prefix_reduce(HloBuilder& b, const Value& x, int64_t dim, const std::string& combiner, double init) {
+  int64_t rank = x.type.rank(), n = x.type.dims[dim];
+  if (n <= 1) return x;
+  Dims window(rank, 1), strides(rank, 1);
+  window[dim] = n;
+  std::string pad = "dense<[";
+  for (int64_t d = 0; d < rank; ++d) pad += std::string(d ? ", " : "") + (d == dim ? "[" + std::to_string(n - 1) + ", 0]" : "[0, 0]");
+  pad += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
+  TensorType scalar{x.type.dtype, {}};
+  std::string body = b.region({scalar, scalar}, [&](HloBuilder& rb, const V& args) -> V {
+    return {rb.op1(combiner, {args[0], args[1]}, scalar)};
+  });
+  return b.op1("stablehlo.reduce_window", {x, b.constant(init, x.type.dtype)}, x.type,
+               "window_dimensions = " + i64_array(window) + ", window_strides = " + i64_array(strides) +
+                   ", padding = " + pad,
+               {body});
+}
+
+// ---- cat ----
+
+V cat_rule(OpContext& c) {  // cat(tensors, dim)
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  std::vector<Value> parts;
+  for (const Value& v : c.tensor_list(0)) {
+    if (v.type.numel() == 0) continue;  // contributes nothing (legacy [0]-shaped inputs included)
+    parts.push_back(c.b.convert(v, o.dtype));
+  }
+  int64_t d = c.dim(1, o.rank());
+  return {parts.size() == 1 ? parts[0] : c.b.concatenate(parts, d)};
+}
+
+// ---- index_select / gather / scatter / index_add ----
+
+V index_select_rule(OpContext& c) {  // index_select(self, dim, index)
+  Value self = as_rank1(c.b, c.tensor(0));
+  int64_t d = c.dim(1, self.type.rank());
+  c.check_index_range(2, 0, self.type.dims[d], "index out of range in self");
+  if (c.out(0).numel() == 0) return {zeros(c.b, c.out(0))};
+  return {gather_points(c.b, self, {d}, column_points(c.b, c.tensor(2)))};
+}
+
+V gather_rule(OpContext& c) {  // gather(self, dim, index, sparse_grad)
+  Value self = as_rank1(c.b, c.tensor(0));
+  int64_t r = self.type.rank(), d = c.dim(1, r);
+  check_points(c.arg(2).toTensor(), 0, self.type.dims[d], d, false);
+  if (c.out(0).numel() == 0) return {zeros(c.b, c.out(0))};
+  Value index = c.tensor(2);
+  if (index.type.rank() == 0) index = c.b.reshape(index, Dims(r, 1));
+  return {gather_points(c.b, self, range(0, r), full_points(c.b, index, d, r))};
+}
+
+// scatter(self, dim, index, src|value[, reduce]) and scatter_add: updates are src cut to index's shape.
+LoweringRule scatter_rule(const std::string& fixed_combiner) {
+  return [fixed_combiner](OpContext& c) -> V {
+    Value self = c.tensor(0);
+    Value s = as_rank1(c.b, self);
+    int64_t r = s.type.rank(), d = c.dim(1, r);
+    check_points(c.arg(2).toTensor(), 0, s.type.dims[d], d, false);
+    Value index = c.tensor(2);
+    if (index.type.numel() == 0) return {self};
+    if (index.type.rank() == 0) index = c.b.reshape(index, Dims(r, 1));
+    Value upd;
+    if (c.is_tensor(3)) {
+      upd = as_rank1(c.b, c.b.convert(c.tensor(3), s.type.dtype));
+      upd = c.b.slice(upd, Dims(r, 0), index.type.dims);
+    } else {
+      upd = c.b.constant(c.scalar(3), s.type.dtype, index.type.dims);
+    }
+    std::string combiner = fixed_combiner;
+    if (c.has(4) && c.arg(4).isString()) {
+      const std::string& mode = c.arg(4).toStringRef();
+      TORCH_CHECK(mode == "add" || mode == "multiply", "reduce argument must be either add or multiply, got ", mode);
+      combiner = mode == "add" ? "stablehlo.add" : "stablehlo.multiply";
+    }
+    Value out = scatter_points(c.b, s, range(0, r), full_points(c.b, index, d, r), upd, combiner);
+    return {c.b.reshape(out, self.type.dims)};
+  };
+}
+
+V index_add_rule(OpContext& c) {  // index_add(self, dim, index, source, alpha)
+  Value self = c.tensor(0);
+  Value s = as_rank1(c.b, self);
+  int64_t d = c.dim(1, s.type.rank());
+  check_points(c.arg(2).toTensor(), 0, s.type.dims[d], d, false);
+  Value index = c.tensor(2);
+  if (index.type.numel() == 0) return {self};
+  Dims upd_dims = s.type.dims;
+  upd_dims[d] = index.type.numel();
+  Value src = c.b.reshape(c.b.convert(c.tensor(3), s.type.dtype), upd_dims);
+  if (c.has(4) && c.scalar(4) != 1.0) src = c.b.binary("stablehlo.multiply", src, scalar_like(c.b, c.scalar(4), src));
+  return {c.b.reshape(scatter_points(c.b, s, {d}, column_points(c.b, index), src, "stablehlo.add"), self.type.dims)};
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq): the rows of
+// grad_output summed into the rows their indices name. The forward's index_select already checked the indices
+// (and XLA drops out-of-range scatter updates), so no host sync here.
+V embedding_backward_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  Value idx_t = c.tensor(1);
+  int64_t n = idx_t.type.numel(), width = o.dims[1];
+  if (n == 0 || o.numel() == 0) return {zeros(c.b, o)};
+  Value grad = c.b.reshape(c.b.convert(c.tensor(0), o.dtype), {n, width});
+  Value flat = c.b.convert(c.b.reshape(idx_t, {n}), ElementType::kS64);
+  Value points = c.b.reshape(flat, {n, 1});
+  int64_t padding = c.integer(3);
+  if (padding >= 0) {  // the padding row's grad stays zero
+    Value hit = c.b.compare(CompareDirection::kEq, flat, c.b.constant(static_cast<double>(padding), ElementType::kS64, {n}));
+    grad = c.b.select(c.b.broadcast_in_dim(hit, {n, width}, {0}), zeros(c.b, grad.type), grad);
+  }
+  if (c.flag(4)) {  // divide each contribution by how often its index occurs
+    Value counts = scatter_points(c.b, c.b.constant(0, o.dtype, {o.dims[0]}), {0}, points,
+                                  c.b.constant(1, o.dtype, {n}), "stablehlo.add");
+    Value per = gather_points(c.b, counts, {0}, points);
+    grad = c.b.binary("stablehlo.divide", grad, c.b.broadcast_in_dim(per, {n, width}, {0}));
+  }
+  return {scatter_points(c.b, zeros(c.b, o), {0}, points, grad, "stablehlo.add")};
+}
+
+// ---- advanced indexing: index.Tensor / index_put ----
+
+struct Points {
+  Dims pos;           // indexed dims, ascending
+  Value points;       // B + [k] s64 (absent when there are none)
+  bool empty = true;  // no index tensor at all
+  int64_t mask = -1;  // position of a bool mask index, when that is the (only) index
+  at::Tensor mask_tensor;
+  Value mask_value;
+};
+
+bool is_mask(const at::Tensor& t) { return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte; }
+
+Dims broadcast_shapes(const std::vector<Dims>& shapes) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  Dims out(rank, 1);
+  for (const auto& s : shapes) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t& o = out[rank - s.size() + i];
+      TORCH_CHECK_INDEX(o == 1 || s[i] == 1 || o == s[i], "shape mismatch: indexing tensors could not be broadcast together");
+      if (s[i] != 1) o = s[i];
+    }
+  }
+  return out;
+}
+
+// The Tensor?[] argument `arg` against a tensor of shape `dims`: broadcast, negative indices wrapped.
+Points index_points(OpContext& c, size_t arg, const Dims& dims, bool check) {
+  Points p;
+  std::vector<Value> values = c.tensor_list(arg);
+  std::vector<Value> used;
+  std::vector<Dims> shapes;
+  size_t j = 0;
+  int64_t position = 0;
+  for (const c10::IValue& e : c.arg(arg).toListRef()) {
+    if (e.isTensor() && e.toTensor().defined()) {
+      const at::Tensor& t = e.toTensor();
+      Value v = values.at(j++);
+      if (is_mask(t)) {
+        p.mask = position;
+        p.mask_tensor = t;
+        p.mask_value = v;
+        position += std::max<int64_t>(t.dim(), 1);
+        continue;
+      }
+      TORCH_CHECK(position < static_cast<int64_t>(dims.size()), "too many indices for tensor of dimension ", dims.size());
+      if (check) check_points(t, -dims[position], dims[position], position, true);
+      p.pos.push_back(position);
+      used.push_back(v);
+      shapes.push_back(v.type.dims);
+    }
+    ++position;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(p.mask < 0 || used.empty(), "tpu indexing mixing bool masks with integer indices");
+  if (used.empty()) return p;
+  p.empty = false;
+  Dims batch = broadcast_shapes(shapes);
+  Dims col = batch;
+  col.push_back(1);
+  std::vector<Value> parts;
+  for (size_t i = 0; i < used.size(); ++i) {
+    Value v = c.b.broadcast_to(c.b.convert(used[i], ElementType::kS64), batch);
+    Value size = c.b.constant(static_cast<double>(dims[p.pos[i]]), ElementType::kS64, batch);
+    Value negative = c.b.compare(CompareDirection::kLt, v, zeros(c.b, v.type));
+    parts.push_back(c.b.reshape(c.b.select(negative, c.b.binary("stablehlo.add", v, size), v), col));
+  }
+  p.points = parts.size() == 1 ? parts[0] : c.b.concatenate(parts, static_cast<int64_t>(batch.size()));
+  return p;
+}
+
+V index_rule(OpContext& c) {  // index.Tensor(self, indices)
+  Value self = c.tensor(0);
+  Points p = index_points(c, 1, self.type.dims, true);
+  TORCH_CHECK_NOT_IMPLEMENTED(p.mask < 0, "tpu index.Tensor with a bool mask");  // meta can't shape it anyway
+  if (p.empty) return {self};
+  if (c.out(0).numel() == 0) return {zeros(c.b, c.out(0))};
+  return {gather_points(c.b, self, p.pos, p.points)};
+}
+
+// self[mask] = values (or +=) for one bool mask at dims [at, at + mask rank). Values of one element broadcast;
+// otherwise the i-th true element takes values[i], found through a prefix count of the mask.
+Value mask_put(OpContext& c, const Value& self, const Points& p, const Value& values, bool accumulate) {
+  HloBuilder& b = c.b;
+  Value mask = as_rank1(b, p.mask_value);
+  if (mask.type.dtype != ElementType::kPred) mask = b.compare(CompareDirection::kNe, mask, zeros(b, mask.type));
+  int64_t at = p.mask, k = mask.type.rank();
+  Dims dims = self.type.dims;
+  TORCH_CHECK_INDEX(at + k <= self.type.rank(), "too many indices for tensor of dimension ", self.type.rank());
+  for (int64_t i = 0; i < k; ++i) {
+    TORCH_CHECK_INDEX(mask.type.dims[i] == dims[at + i], "The shape of the mask ", c10::IntArrayRef(mask.type.dims),
+                      " at index ", i, " does not match the shape of the indexed tensor ", c10::IntArrayRef(dims),
+                      " at index ", at + i);
+  }
+  Dims head(dims.begin(), dims.begin() + at), tail(dims.begin() + at + k, dims.end());
+  Dims result = head;  // shape of self[mask] with the count left open
+  result.push_back(1);
+  result.insert(result.end(), tail.begin(), tail.end());
+  int64_t vk = 1, off = static_cast<int64_t>(result.size()) - values.type.rank();
+  if (at - off >= 0 && at - off < values.type.rank()) vk = values.type.dims[at - off];
+  Value upd;
+  if (vk == 1) {
+    Dims ones = head;
+    ones.insert(ones.end(), k, 1);
+    ones.insert(ones.end(), tail.begin(), tail.end());
+    upd = b.broadcast_to(b.reshape(b.broadcast_to(values, result), ones), dims);
+  } else {
+    int64_t count = p.mask_tensor.sum().item<int64_t>();  // host sync: the value count must match the mask
+    TORCH_CHECK(count == vk, "shape mismatch: value tensor of shape ", c10::IntArrayRef(values.type.dims),
+                " cannot be broadcast to indexing result of shape [", count, "]");
+    result[at] = vk;
+    Value full = b.broadcast_to(values, result);
+    int64_t n = mask.type.numel();
+    Value ranks = prefix_reduce(b, b.convert(b.reshape(mask, {n}), ElementType::kS64), 0, "stablehlo.add", 0);
+    ranks = b.binary("stablehlo.maximum", b.binary("stablehlo.subtract", ranks, b.constant(1, ElementType::kS64, {n})),
+                     b.constant(0, ElementType::kS64, {n}));
+    upd = b.reshape(gather_points(b, full, {at}, b.reshape(ranks, {n, 1})), dims);
+  }
+  if (accumulate) upd = b.binary(self.type.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", self, upd);
+  Dims map = range(at, at + k);
+  return b.select(b.broadcast_in_dim(mask, dims, map), upd, self);
+}
+
+// _index_put_impl_(self, indices, values, accumulate, unsafe) and index_put(self, indices, values, accumulate).
+V index_put_rule(OpContext& c) {
+  Value self = c.tensor(0);
+  bool accumulate = c.has(3) && c.flag(3);
+  bool unsafe = c.has(4) && c.flag(4);  // autograd's index backward: indices were checked by the forward
+  Points p = index_points(c, 1, self.type.dims, !unsafe);
+  Value values = c.b.convert(c.tensor(2), self.type.dtype);
+  if (p.mask >= 0) return {mask_put(c, self, p, values, accumulate)};
+  if (p.empty) return {accumulate ? c.b.binary("stablehlo.add", self, c.b.broadcast_to(values, self.type.dims))
+                                  : c.b.broadcast_to(values, self.type.dims)};
+  Dims upd_dims = indexed_dims(self.type.dims, p.pos, batch_of(p.points));
+  if (TensorType{ElementType::kS64, upd_dims}.numel() == 0) return {self};
+  Value upd = c.b.broadcast_to(values, upd_dims);
+  return {scatter_points(c.b, self, p.pos, p.points, upd, accumulate ? "stablehlo.add" : "")};
+}
+
+// ---- factories and shape ops ----
+
+V arange_rule(OpContext& c) {  // arange.start_out(start, end, step, out): start + i * step, in double as the CPU
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  double start = c.scalar(0), step = c.scalar(2);
+  bool integral = !is_floating(o.dtype) && !is_complex(o.dtype) && start == std::floor(start) && step == std::floor(step);
+  ElementType t = integral ? ElementType::kS64 : ElementType::kF64;
+  Value i = c.b.iota({t, o.dims}, 0);
+  Value v = c.b.binary("stablehlo.add", c.b.binary("stablehlo.multiply", i, c.b.constant(step, t, o.dims)),
+                       c.b.constant(start, t, o.dims));
+  return {c.b.convert(v, o.dtype)};
+}
+
+LoweringRule triangle_rule(bool lower) {  // tril/triu(self, diagonal): keep col - row <= k (tril) or >= k (triu)
+  return [lower](OpContext& c) -> V {
+    Value x = c.tensor(0);
+    int64_t r = x.type.rank();
+    TORCH_CHECK(r >= 2, lower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
+    int64_t k = c.has(1) ? c.integer(1) : 0;
+    TensorType it{ElementType::kS64, x.type.dims};
+    Value diff = c.b.binary("stablehlo.subtract", c.b.iota(it, r - 1), c.b.iota(it, r - 2));
+    Value kk = c.b.constant(static_cast<double>(k), ElementType::kS64, x.type.dims);
+    Value keep = c.b.compare(lower ? CompareDirection::kLe : CompareDirection::kGe, diff, kk);
+    return {c.b.select(keep, x, zeros(c.b, x.type))};
+  };
+}
+
+LoweringRule cumulative_rule(bool product) {  // cumsum/cumprod(self, dim, dtype)
+  return [product](OpContext& c) -> V {
+    TensorType o = c.out(0);
+    Value x = as_rank1(c.b, c.b.convert(c.tensor(0), o.dtype));
+    int64_t d = c.dim(1, x.type.rank());
+    if (o.numel() == 0) return {zeros(c.b, o)};
+    std::string op = product ? "stablehlo.multiply" : "stablehlo.add";
+    if (o.dtype == ElementType::kPred) op = product ? "stablehlo.and" : "stablehlo.or";
+    return {prefix_reduce(c.b, x, d, op, product ? 1.0 : 0.0)};
+  };
+}
+
+Value reverse(HloBuilder& b, const Value& x, const Dims& dims) {
+  if (dims.empty()) return x;
+  return b.op1("stablehlo.reverse", {x}, x.type, "dimensions = " + i64_array(dims));
+}
+
+V flip_rule(OpContext& c) {  // flip(self, dims)
+  Value x = c.tensor(0);
+  Dims dims;
+  for (int64_t d : c.ints(1)) {
+    int64_t nd = normalize_dim(d, x.type.rank());
+    TORCH_CHECK(!contains(dims, nd), "dims has duplicates, original flip dims size=", c.ints(1).size());
+    if (x.type.rank() > 0) dims.push_back(nd);
+  }
+  std::sort(dims.begin(), dims.end());
+  return {reverse(c.b, x, dims)};
+}
+
+Value roll_dim(HloBuilder& b, const Value& x, int64_t shift, int64_t d) {
+  int64_t n = x.type.dims[d];
+  if (n == 0) return x;
+  int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  Dims lo(x.type.rank(), 0), hi = x.type.dims;
+  Dims mid_hi = hi, mid_lo = lo;
+  mid_hi[d] = n - s;
+  mid_lo[d] = n - s;
+  return b.concatenate({b.slice(x, mid_lo, hi), b.slice(x, lo, mid_hi)}, d);
+}
+
+V roll_rule(OpContext& c) {  // roll(self, shifts, dims)
+  Value x = c.tensor(0);
+  Dims shifts = c.ints(1), dims = c.has(2) ? c.ints(2) : Dims{};
+  if (dims.empty()) {
+    TORCH_CHECK(shifts.size() == 1, "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:0");
+    Value flat = c.b.reshape(x, {x.type.numel()});
+    return {c.b.reshape(roll_dim(c.b, flat, shifts[0], 0), x.type.dims)};
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:",
+              dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) x = roll_dim(c.b, x, shifts[i], normalize_dim(dims[i], x.type.rank()));
+  return {x};
+}
+
+// ---- sort / topk ----
+
+// Stable sort along `dim` with the positions carried along. NaN sorts above everything, as in PyTorch.
+std::pair<Value, Value> sort_values(HloBuilder& b, const Value& input, int64_t dim, bool descending) {
+  Value x = input.type.dtype == ElementType::kPred ? b.convert(input, ElementType::kU8) : input;
+  Value pos = b.iota({ElementType::kS64, x.type.dims}, dim);
+  TensorType s{x.type.dtype, {}}, si{ElementType::kS64, {}};
+  bool fp = is_floating(s.dtype);
+  std::string cmp = b.region({s, s, si, si}, [&](HloBuilder& rb, const V& a) -> V {
+    Value before = rb.compare(descending ? CompareDirection::kGt : CompareDirection::kLt, a[0], a[1]);
+    if (fp) {
+      Value nan0 = rb.compare(CompareDirection::kNe, a[0], a[0]), nan1 = rb.compare(CompareDirection::kNe, a[1], a[1]);
+      Value nan_first = descending ? rb.binary("stablehlo.and", nan0, rb.unary("stablehlo.not", nan1))
+                                   : rb.binary("stablehlo.and", nan1, rb.unary("stablehlo.not", nan0));
+      before = rb.binary("stablehlo.or", before, nan_first);
+    }
+    return {before};
+  });
+  V r = b.op("stablehlo.sort", {x, pos}, {x.type, pos.type},
+             "dimension = " + std::to_string(dim) + " : i64, is_stable = true", {cmp});
+  return {b.convert(r[0], input.type.dtype), r[1]};
+}
+
+// sort(self, dim, descending) / sort.stable(self, stable, dim, descending); `first` is the dim argument.
+LoweringRule sort_rule(size_t first) {
+  return [first](OpContext& c) -> V {
+    Value x = as_rank1(c.b, c.tensor(0));
+    int64_t d = c.has(first) ? c.dim(first, x.type.rank()) : x.type.rank() - 1;
+    bool descending = c.has(first + 1) && c.flag(first + 1);
+    auto [values, indices] = sort_values(c.b, x, d, descending);
+    return {values, indices};
+  };
+}
+
+V topk_rule(OpContext& c) {  // topk(self, k, dim, largest, sorted)
+  Value x = as_rank1(c.b, c.tensor(0));
+  int64_t k = c.integer(1);
+  int64_t d = c.has(2) ? c.dim(2, x.type.rank()) : x.type.rank() - 1;
+  bool largest = !c.has(3) || c.flag(3);
+  if (c.out(0).numel() == 0) return {zeros(c.b, c.out(0)), zeros(c.b, c.out(1))};
+  auto [values, indices] = sort_values(c.b, x, d, largest);
+  Dims lo(x.type.rank(), 0), hi = x.type.dims;
+  hi[d] = k;
+  return {c.b.slice(values, lo, hi), c.b.slice(indices, lo, hi)};
+}
+
+}  // namespace
+
+void add_indexing_rules(Rows& rows) {
+  rows.push_back({{"cat", "cat.out"}, cat_rule});
+  rows.push_back({{"index_select", "index_select.out"}, index_select_rule});
+  rows.push_back({{"gather", "gather.out"}, gather_rule});
+  rows.push_back({{"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value", "scatter_.value",
+                   "scatter.value_out", "scatter.reduce", "scatter_.reduce", "scatter.reduce_out",
+                   "scatter.value_reduce", "scatter_.value_reduce", "scatter.value_reduce_out"},
+                  scatter_rule("")});
+  rows.push_back({{"scatter_add", "scatter_add_", "scatter_add.out"}, scatter_rule("stablehlo.add")});
+  rows.push_back({{"index_add", "index_add_", "index_add.out"}, index_add_rule});
+  rows.push_back({{"embedding_dense_backward", "embedding_dense_backward.out"}, embedding_backward_rule});
+  rows.push_back({{"index.Tensor", "index.Tensor_out"}, index_rule});
+  rows.push_back({{"_index_put_impl_", "index_put", "index_put_"}, index_put_rule});
+  rows.push_back({{"arange.start_out"}, arange_rule});
+  rows.push_back({{"tril", "tril_", "tril.out"}, triangle_rule(true)});
+  rows.push_back({{"triu", "triu_", "triu.out"}, triangle_rule(false)});
+  rows.push_back({{"cumsum", "cumsum_", "cumsum.out"}, cumulative_rule(false)});
+  rows.push_back({{"cumprod", "cumprod_", "cumprod.out"}, cumulative_rule(true)});
+  rows.push_back({{"flip", "flip.out"}, flip_rule});
+  rows.push_back({{"roll", "roll.out"}, roll_rule});
+  rows.push_back({{"sort", "sort.values"}, sort_rule(1)});
+  rows.push_back({{"sort.stable", "sort.values_stable"}, sort_rule(2)});
+  rows.push_back({{"topk", "topk.values"}, topk_rule});
+}
 
 }  // namespace torch_tpu
