@@ -10,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 .PHONY: demo test build lint clean
 
 demo: build
-	$(PY) examples/runtime_demo.py
+	$(PY) examples/train_char_transformer.py
 	$(PY) -m torch_tpu.info
 
 test: build

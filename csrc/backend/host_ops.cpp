@@ -7,7 +7,13 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "backend/generator.h"
+#include "backend/state.h"
 #include "exec/lowered_op.h"
+#include "exec/tensor_program.h"
+#include "lowering/op_context.h"
 
 namespace torch_tpu {
 namespace {
@@ -17,14 +23,45 @@ void run_host_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run_on_host(op, stack);
 }
 
+// Dropout draws its mask on the device (threefry rng_bit_generator) from a key taken from the tpu generator, so it
+// stays reproducible under seeding without moving a mask-sized tensor from the host.
 std::tuple<at::Tensor, at::Tensor> tpu_native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
   if (!train.value_or(true) || p == 0) {
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
   }
   if (p == 1) return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
-  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool)).bernoulli_(1 - p);
-  at::Tensor out = input * mask * (1.0 / (1 - p));
-  return {out, mask};
+  int device = input.device().index();
+  uint64_t key[2];
+  {
+    at::Generator host = host_generator_for(std::nullopt, static_cast<c10::DeviceIndex>(device));
+    std::lock_guard<std::mutex> lock(host.mutex());
+    auto* engine = at::check_generator<at::CPUGeneratorImpl>(host);
+    key[0] = engine->random64();
+    key[1] = engine->random64();
+  }
+  TensorProgram prog(device);
+  HloBuilder& b = prog.builder();
+  std::vector<int64_t> dims = input.sizes().vec();
+  int64_t n = input.numel();
+  // The key is a program argument: a constant would make every call a new program to compile.
+  const BackendState& backend = backend_state();
+  Value state = prog.external(backend.client->buffer_from_host(key, ElementType::kU64, {2}, {},
+                                                               backend.pjrt_index.at(device)));
+  std::vector<Value> rng = b.op("stablehlo.rng_bit_generator", {state},
+                                {{ElementType::kU64, {2}}, {ElementType::kU32, {std::max<int64_t>(n, 1)}}},
+                                "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
+  Value bits = b.slice(rng[1], {0}, {n});
+  // Keep an element when its 32 random bits fall below (1 - p) * 2^32.
+  double threshold = std::min((1.0 - p) * 4294967296.0, 4294967295.0);
+  Value keep = b.compare(CompareDirection::kLt, bits, b.constant(threshold, ElementType::kU32, {n}));
+  keep = b.reshape(keep, dims);
+  Value x = prog.read(input);
+  Value scaled = b.binary("stablehlo.multiply", x, b.constant(1.0 / (1.0 - p), x.type.dtype, dims));
+  Value out = b.select(keep, scaled, zeros(b, x.type));
+  at::Tensor out_t = prog.output(out, input.scalar_type());
+  at::Tensor mask_t = prog.output(keep, at::kBool);
+  prog.run();
+  return {out_t, mask_t};
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/TypeProperties.h>
 
+#include <cstdio>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "backend/generator.h"
 #include "exec/tensor_program.h"
@@ -62,11 +64,81 @@ c10::IValue meta_of(const c10::IValue& v) {
   return v;
 }
 
-std::vector<at::Tensor> flatten_tensors(const std::vector<c10::IValue>& values) {
-  std::vector<at::Tensor> out;
-  for (const auto& v : values) for_each_tensor(v, [&](const at::Tensor& t) { out.push_back(t); });
+// What PyTorch's meta kernel says an op returns: per output tensor, its dtype and sizes (or undefined/None).
+struct OutType {
+  bool defined = false;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> sizes;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : sizes) n *= d;
+    return n;
+  }
+};
+
+std::vector<OutType> out_types_of(const torch::jit::Stack& returned) {
+  std::vector<OutType> out;
+  auto add = [&](const at::Tensor& t) {
+    OutType o;
+    o.defined = t.defined();
+    if (o.defined) {
+      o.dtype = t.scalar_type();
+      o.sizes = t.sizes().vec();
+    }
+    out.push_back(std::move(o));
+  };
+  for (const auto& v : returned) {
+    if (v.isNone()) {
+      out.emplace_back();
+    } else {
+      for_each_tensor(v, add);
+    }
+  }
   return out;
 }
+
+// Meta results depend only on dtypes, shapes and non-tensor arguments: cache them, since a meta call (often a
+// Python meta kernel) costs more than the rest of an op's dispatch.
+void append_key(std::string& key, const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      key += "U;";
+      return;
+    }
+    key += 'T';
+    key += std::to_string(static_cast<int>(t.scalar_type()));
+    key += t.is_cpu() ? 'c' : 'd';
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) key += 'w';
+    for (int64_t d : t.sizes()) key += "," + std::to_string(d);
+    key += ';';
+  } else if (v.isTensorList() || v.isList()) {
+    key += '[';
+    for (const c10::IValue& e : v.toListRef()) append_key(key, e);
+    key += ']';
+  } else if (v.isNone()) {
+    key += "N;";
+  } else if (v.isInt()) {
+    key += "i" + std::to_string(v.toInt()) + ";";
+  } else if (v.isDouble()) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "d%a;", v.toDouble());
+    key += buf;
+  } else if (v.isBool()) {
+    key += v.toBool() ? "t;" : "f;";
+  } else if (v.isString()) {
+    key += "s" + v.toStringRef() + ";";
+  } else if (v.isDevice()) {
+    key += "D" + v.toDevice().str() + ";";
+  } else if (v.isGenerator()) {
+    key += "G;";
+  } else {
+    key += "?" + v.tagKind() + ";";
+  }
+}
+
+std::mutex g_meta_mu;
+std::unordered_map<std::string, std::vector<OutType>> g_meta_cache;
 
 // The tpu device the op runs on; checks every other tensor is on it (CPU scalars excepted, as on CUDA).
 int op_device(const std::vector<c10::IValue>& args) {
@@ -92,9 +164,8 @@ int op_device(const std::vector<c10::IValue>& args) {
 class OpProgram final : public OpContext {
  public:
   OpProgram(TensorProgram& program, const std::string& name, const std::vector<c10::IValue>& args,
-            const std::vector<c10::IValue>& meta_args, const std::vector<at::Tensor>& meta_outs)
-      : OpContext(program.builder()), program_(program), name_(name), args_(args), meta_args_(meta_args),
-        meta_outs_(meta_outs) {}
+            const std::vector<OutType>& outs)
+      : OpContext(program.builder()), program_(program), name_(name), args_(args), outs_(outs) {}
 
   const std::string& op_name() const override { return name_; }
   size_t num_args() const override { return args_.size(); }
@@ -106,14 +177,16 @@ class OpProgram final : public OpContext {
     return out;
   }
   TensorType out(size_t i) const override {
-    const at::Tensor& m = meta_outs_.at(i);
-    return TensorType{element_type_of(m.scalar_type()), m.sizes().vec()};
+    const OutType& o = outs_.at(i);
+    TORCH_INTERNAL_ASSERT(o.defined, name_, ": output ", i, " is not produced");
+    return TensorType{element_type_of(o.dtype), o.sizes};
   }
-  size_t num_outputs() const override { return meta_outs_.size(); }
+  bool out_defined(size_t i) const override { return outs_.at(i).defined; }
+  size_t num_outputs() const override { return outs_.size(); }
   ElementType promoted(const std::vector<size_t>& indices) const override {
     at::native::ResultTypeState state = {};
     for (size_t i : indices) {
-      const c10::IValue& v = meta_args_.at(i);
+      const c10::IValue& v = args_.at(i);
       if (v.isTensor()) {
         state = at::native::update_result_type_state(v.toTensor(), state);
       } else if (v.isScalar()) {
@@ -121,6 +194,9 @@ class OpProgram final : public OpContext {
       }
     }
     return element_type_of(at::native::result_type(state));
+  }
+  Value runtime_scalar(const c10::Scalar& value, ElementType dtype) override {
+    return program_.host_scalar(value, dtype);
   }
   void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message) override {
     const at::Tensor& idx = args_.at(i).toTensor();
@@ -135,8 +211,7 @@ class OpProgram final : public OpContext {
   TensorProgram& program_;
   const std::string& name_;
   const std::vector<c10::IValue>& args_;
-  const std::vector<c10::IValue>& meta_args_;
-  const std::vector<at::Tensor>& meta_outs_;
+  const std::vector<OutType>& outs_;
 };
 
 std::string op_label(const c10::OperatorHandle& op) {
@@ -182,16 +257,31 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int device = op_device(args);
 
   // Output shapes and dtypes (and PyTorch's own argument errors) come from the meta kernels.
-  std::vector<c10::IValue> meta_args;
-  for (const auto& a : args) meta_args.push_back(meta_of(a));
-  torch::jit::Stack meta_stack(meta_args.begin(), meta_args.end());
-  try {
-    op.callBoxed(&meta_stack);
-  } catch (const c10::NotImplementedError&) {
-    run_fallback(op, stack);  // no meta kernel: output types unknown here
-    return;
+  std::string key = name;
+  for (const auto& a : args) append_key(key, a);
+  std::vector<OutType> outs;
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(g_meta_mu);
+    auto it = g_meta_cache.find(key);
+    if (it != g_meta_cache.end()) {
+      outs = it->second;
+      cached = true;
+    }
   }
-  std::vector<at::Tensor> meta_outs = flatten_tensors(std::vector<c10::IValue>(meta_stack.begin(), meta_stack.end()));
+  if (!cached) {
+    torch::jit::Stack meta_stack;
+    for (const auto& a : args) meta_stack.push_back(meta_of(a));
+    try {
+      op.callBoxed(&meta_stack);
+    } catch (const c10::NotImplementedError&) {
+      run_fallback(op, stack);  // no meta kernel: output types unknown here
+      return;
+    }
+    outs = out_types_of(meta_stack);
+    std::lock_guard<std::mutex> lock(g_meta_mu);
+    g_meta_cache.emplace(key, outs);
+  }
 
   // Inplace and out= overloads write into their mutable arguments; functional ones create outputs.
   std::vector<at::Tensor> targets;
@@ -201,30 +291,33 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for_each_tensor(args[i], [&](const at::Tensor& t) { targets.push_back(t); });
     }
   }
-  for (size_t i = 0; i < targets.size() && i < meta_outs.size(); ++i) {
-    if (targets[i].sizes() != meta_outs[i].sizes()) targets[i].resize_(meta_outs[i].sizes());
+  for (size_t i = 0; i < targets.size() && i < outs.size(); ++i) {
+    if (outs[i].defined && targets[i].sizes() != c10::IntArrayRef(outs[i].sizes)) targets[i].resize_(outs[i].sizes);
   }
 
   TensorProgram program(device);
   std::string short_name = name.substr(name.rfind(':') + 1);
-  OpProgram ctx(program, short_name, args, meta_args, meta_outs);
+  OpProgram ctx(program, short_name, args, outs);
   std::vector<Value> results = (*rule)(ctx);
-  TORCH_INTERNAL_ASSERT(results.size() == meta_outs.size(), name, ": rule returned ", results.size(),
-                        " values for ", meta_outs.size(), " outputs");
+  TORCH_INTERNAL_ASSERT(results.size() == outs.size(), name, ": rule returned ", results.size(), " values for ",
+                        outs.size(), " outputs");
   std::vector<at::Tensor> outputs;
   for (size_t i = 0; i < results.size(); ++i) {
+    if (!outs[i].defined) {
+      outputs.emplace_back();
+      continue;
+    }
     Value v = results[i];
-    std::vector<int64_t> want = meta_outs[i].sizes().vec();
-    if (v.type.dims != want) {
-      TORCH_INTERNAL_ASSERT(v.type.numel() == meta_outs[i].numel(), name, ": rule produced ", v.type.str(),
-                            " but PyTorch expects ", meta_outs[i].sizes());
-      v = ctx.b.reshape(v, want);
+    if (v.type.dims != outs[i].sizes) {
+      TORCH_INTERNAL_ASSERT(v.type.numel() == outs[i].numel(), name, ": rule produced ", v.type.str(),
+                            " but PyTorch expects ", c10::IntArrayRef(outs[i].sizes));
+      v = ctx.b.reshape(v, outs[i].sizes);
     }
     if (!targets.empty()) {
       program.write(targets.at(i), v);
       outputs.push_back(targets[i]);
     } else {
-      outputs.push_back(program.output(v, meta_outs[i].scalar_type()));
+      outputs.push_back(program.output(v, outs[i].dtype));
     }
   }
   program.run();

@@ -60,11 +60,29 @@ Value TensorProgram::external(std::shared_ptr<Buffer> buffer) {
   return v;
 }
 
+Value TensorProgram::host_scalar(const c10::Scalar& value, ElementType dtype) {
+  const BackendState& state = backend_state();
+  int pjrt = state.pjrt_index.at(device_);
+  std::shared_ptr<Buffer> buffer;
+  if (value.isBoolean()) {
+    bool v = value.toBool();
+    buffer = state.client->buffer_from_host(&v, ElementType::kPred, {}, {}, pjrt);
+  } else if (value.isIntegral(false)) {
+    int64_t v = value.toLong();
+    buffer = state.client->buffer_from_host(&v, ElementType::kS64, {}, {}, pjrt);
+  } else {
+    double v = value.toDouble();
+    buffer = state.client->buffer_from_host(&v, ElementType::kF64, {}, {}, pjrt);
+  }
+  return b_.convert(external(std::move(buffer)), dtype);
+}
+
 Value TensorProgram::read(const at::Tensor& t) {
   if (t.device().is_cpu()) {
     TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
                 device_, " and cpu!");
-    return b_.constant(t.item<double>(), element_type_of(t.scalar_type()));
+    // A runtime argument, not a constant: CPU scalars (learning rates, step counts) change between calls.
+    return host_scalar(t.item(), element_type_of(t.scalar_type()));
   }
   ElementType dtype = element_type_of(t.scalar_type());
   StorageSlot& s = slot(t);

@@ -24,6 +24,8 @@ class TensorProgram {
   Value read(const at::Tensor& t);
   // A program argument fed by an existing buffer (e.g. one just uploaded from the host).
   Value external(std::shared_ptr<Buffer> buffer);
+  // A 0-d program argument holding `value` (uploaded now), converted to `dtype`.
+  Value host_scalar(const c10::Scalar& value, ElementType dtype);
   // Replaces the elements of tpu tensor `target` with `value` (converted to its dtype, broadcast to its shape).
   void write(const at::Tensor& target, const Value& value);
   // A new contiguous tpu tensor holding `value` (converted to `dtype`).

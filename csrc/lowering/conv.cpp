@@ -1,9 +1,9 @@
 // Convolutions (forward, transposed, backward) and pooling (max with indices, average, adaptive average), for any
 // number of spatial dims. Layouts are PyTorch's: input N, C, spatial...; weight O, I/groups, spatial...
 //
-// Convolutions are served at `convolution` / `convolution_backward`, which have meta kernels; the
-// `*_overrideable` forms PyTorch reaches through `_convolution` have none (their Meta kernel raises), so rows for
-// them only serve direct calls once a meta kernel exists.
+// Convolutions are served at `convolution` (and `_convolution`) / `convolution_backward`, which have meta kernels;
+// the `*_overrideable` forms PyTorch reaches through `_convolution`'s default kernel have none (their Meta kernel
+// raises, so they would fall back), and their rows only serve direct calls once a meta kernel exists.
 #include <string>
 
 #include "lowering/op_context.h"
@@ -169,19 +169,17 @@ LoweringRule convolution_backward_rule(size_t shift) {
     ConvParams p = conv_params(c, 4 - shift, nd);
     bool transposed = c.flag(7 - shift);
     std::vector<bool> mask = c.arg(10 - shift).toBoolList().vec();
-    V out;
-    if (mask[0]) {
-      out.push_back(transposed ? conv_forward(c.b, g, w, p) : conv_adjoint(c.b, g, w, p, x.type.dims));
-    }
+    // Unrequested gradients are undefined outputs (no meta type); their slots hold a placeholder the kernel drops.
+    V out(3, c.b.constant(0, g.type.dtype));
+    if (mask[0]) out[0] = transposed ? conv_forward(c.b, g, w, p) : conv_adjoint(c.b, g, w, p, x.type.dims);
     if (mask[1]) {
       // A transposed convolution is the adjoint of a plain one mapping its output to its input.
-      out.push_back(transposed ? conv_weight_grad(c.b, g, x, p, w.type.dims)
-                               : conv_weight_grad(c.b, x, g, p, w.type.dims));
+      out[1] = transposed ? conv_weight_grad(c.b, g, x, p, w.type.dims) : conv_weight_grad(c.b, x, g, p, w.type.dims);
     }
     if (mask[2]) {
       Ints dims{0};
       for (int64_t d = 2; d < g.type.rank(); ++d) dims.push_back(d);
-      out.push_back(reduce_sum(c.b, g, dims));
+      out[2] = reduce_sum(c.b, g, dims);
     }
     return out;
   };
@@ -250,10 +248,14 @@ V reduce_window(HloBuilder& b, const V& operands, const V& inits, const Pool& p,
   return b.op("stablehlo.reduce_window", all, types, attrs, {body});
 }
 
+std::string add_region(HloBuilder& b, ElementType t) {
+  TensorType s{t, {}};
+  return b.region({s, s}, [](HloBuilder& r, const V& a) { return V{r.binary("stablehlo.add", a[0], a[1])}; });
+}
+
 Value window_sum(HloBuilder& b, const Value& padded, const Pool& p, const Ints& out_dims, const Ints& stride) {
-  TensorType s{padded.type.dtype, {}};
-  std::string body = b.region({s, s}, [&](HloBuilder& r, const V& a) { return V{r.binary("stablehlo.add", a[0], a[1])}; });
-  return reduce_window(b, {padded}, {b.constant(0, s.dtype)}, p, out_dims, stride, body)[0];
+  ElementType t = padded.type.dtype;
+  return reduce_window(b, {padded}, {b.constant(0, t)}, p, out_dims, stride, add_region(b, t))[0];
 }
 
 // Flat position of each element within its spatial plane (h*W + w), as PyTorch's max pooling indices count.
@@ -315,12 +317,12 @@ V max_pool_backward_rule(OpContext& c) {
     windows *= g.type.dims[d];
   }
   TensorType it{ElementType::kS64, {planes, windows}};
-  Value base = c.b.binary("stablehlo.multiply", c.b.iota(it, 0), c.b.constant(static_cast<double>(plane), it.dtype, it.dims));
+  Value plane_size = c.b.constant(static_cast<double>(plane), it.dtype, it.dims);
+  Value base = c.b.binary("stablehlo.multiply", c.b.iota(it, 0), plane_size);
   Value flat = c.b.binary("stablehlo.add", base, c.b.reshape(idx, it.dims));
   flat = c.b.reshape(flat, {planes * windows, 1});
   Value updates = c.b.reshape(g, {planes * windows});
-  TensorType s{g.type.dtype, {}};
-  std::string body = c.b.region({s, s}, [&](HloBuilder& r, const V& a) { return V{r.binary("stablehlo.add", a[0], a[1])}; });
+  std::string body = add_region(c.b, g.type.dtype);
   Value into = zeros(c.b, {g.type.dtype, {planes * plane}});
   Value r = c.b.op1("stablehlo.scatter", {into, flat, updates}, into.type,
                     "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [], inserted_window_dims = "
@@ -328,6 +330,11 @@ V max_pool_backward_rule(OpContext& c) {
                     "unique_indices = false",
                     {body});
   return {c.b.reshape(r, x.type.dims)};
+}
+
+// Half-precision averages accumulate in f32, as PyTorch's CPU kernels do.
+ElementType accumulation_type(ElementType t) {
+  return t == ElementType::kF16 || t == ElementType::kBF16 ? ElementType::kF32 : t;
 }
 
 // The divisor of each average-pooling window, over the spatial output dims only: the window's size clipped to the
@@ -367,12 +374,14 @@ Value avg_pool_divisor(OpContext& c, const Pool& p, size_t first, const Ints& in
 LoweringRule avg_pool_rule(size_t nd) {
   return [nd](OpContext& c) -> V {
     TensorType o = c.out(0);
-    Value x = c.b.convert(c.tensor(0), o.dtype);
+    ElementType t = accumulation_type(o.dtype);
+    Value x = c.b.convert(c.tensor(0), t);
     Pool p = pool_params(c, 1, nd, false);
     auto [lo, hi] = pool_edges(p, x.type.dims, o.dims);
-    Value padded = pad(c.b, x, c.b.constant(0, o.dtype), lo, hi, Ints(lo.size(), 0));
+    Value padded = pad(c.b, x, c.b.constant(0, t), lo, hi, Ints(lo.size(), 0));
     Value sum = window_sum(c.b, padded, p, o.dims, p.stride);
-    return {c.b.binary("stablehlo.divide", sum, avg_pool_divisor(c, p, 4, x.type.dims, o.dims, hi, o.dtype))};
+    Value avg = c.b.binary("stablehlo.divide", sum, avg_pool_divisor(c, p, 4, x.type.dims, o.dims, hi, t));
+    return {c.b.convert(avg, o.dtype)};
   };
 }
 
@@ -381,10 +390,12 @@ LoweringRule avg_pool_rule(size_t nd) {
 // sum over the gradient dilated by the stride and padded by kernel-1-padding.
 LoweringRule avg_pool_backward_rule(size_t nd) {
   return [nd](OpContext& c) -> V {
-    Value g = c.tensor(0), x = c.tensor(1);
+    Value x = c.tensor(1), g0 = c.tensor(0);
+    Value g = c.b.convert(g0, accumulation_type(g0.type.dtype));
     Pool p = pool_params(c, 2, nd, false);
     auto [lo, hi] = pool_edges(p, x.type.dims, g.type.dims);
-    Value scaled = c.b.binary("stablehlo.divide", g, avg_pool_divisor(c, p, 5, x.type.dims, g.type.dims, hi, g.type.dtype));
+    Value divisor = avg_pool_divisor(c, p, 5, x.type.dims, g.type.dims, hi, g.type.dtype);
+    Value scaled = c.b.binary("stablehlo.divide", g, divisor);
     int64_t rank = x.type.rank(), lead = rank - static_cast<int64_t>(nd);
     Ints blo(rank, 0), bhi(rank, 0), interior(rank, 0);
     for (size_t i = 0; i < nd; ++i) {
@@ -394,7 +405,7 @@ LoweringRule avg_pool_backward_rule(size_t nd) {
       interior[d] = p.stride[i] - 1;
     }
     Value spread = pad(c.b, scaled, c.b.constant(0, g.type.dtype), blo, bhi, interior);
-    return {window_sum(c.b, spread, p, x.type.dims, repeat(nd, 1))};
+    return {c.b.convert(window_sum(c.b, spread, p, x.type.dims, repeat(nd, 1)), g0.type.dtype)};
   };
 }
 
@@ -434,8 +445,8 @@ Value adaptive_apply(HloBuilder& b, Value v, const Ints& small, const Ints& larg
 LoweringRule adaptive_avg_rule(size_t nd) {
   return [nd](OpContext& c) -> V {
     TensorType o = c.out(0);
-    Value x = c.b.convert(c.tensor(0), o.dtype);
-    return {adaptive_apply(c.b, x, tail(o.dims, nd), tail(x.type.dims, nd), false)};
+    Value x = c.b.convert(c.tensor(0), accumulation_type(o.dtype));
+    return {c.b.convert(adaptive_apply(c.b, x, tail(o.dims, nd), tail(x.type.dims, nd), false), o.dtype)};
   };
 }
 
@@ -443,14 +454,17 @@ LoweringRule adaptive_avg_rule(size_t nd) {
 LoweringRule adaptive_avg_backward_rule(size_t nd) {
   return [nd](OpContext& c) -> V {
     Value g = c.tensor(0), x = c.tensor(1);
-    return {adaptive_apply(c.b, g, tail(g.type.dims, nd), tail(x.type.dims, nd), true)};
+    Value acc = c.b.convert(g, accumulation_type(g.type.dtype));
+    return {c.b.convert(adaptive_apply(c.b, acc, tail(g.type.dims, nd), tail(x.type.dims, nd), true), g.type.dtype)};
   };
 }
 
 }  // namespace
 
 void add_conv_rules(Rows& rows) {
-  rows.push_back({{"convolution", "convolution.out", "convolution_overrideable", "convolution_overrideable.out"},
+  // _convolution shares convolution's leading arguments (its extra backend flags do not matter here).
+  rows.push_back({{"convolution", "convolution.out", "_convolution", "convolution_overrideable",
+                   "convolution_overrideable.out"},
                   convolution_rule});
   rows.push_back({{"convolution_backward", "convolution_backward.out"}, convolution_backward_rule(0)});
   rows.push_back({{"convolution_backward_overrideable", "convolution_backward_overrideable.out"},

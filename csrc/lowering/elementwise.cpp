@@ -32,7 +32,7 @@ LoweringRule add_like(const std::string& op) {
   return [op](OpContext& c) -> V {
     TensorType o = c.out(0);
     auto [a, b] = operands(c, o.dtype);
-    if (c.has(2) && c.scalar(2) != 1.0) b = c.b.binary("stablehlo.multiply", b, c.b.constant(c.scalar(2), o.dtype, o.dims));
+    if (c.has(2) && c.scalar(2) != 1.0) b = c.b.binary("stablehlo.multiply", b, c.runtime_operand(2, o.dtype, o.dims));
     return {c.b.binary(op, a, b)};
   };
 }
@@ -149,7 +149,7 @@ LoweringRule addc(const std::string& op) {  // self + value * (t1 op t2)
     TensorType o = c.out(0);
     Value s = c.operand(0, o.dtype, o.dims), t1 = c.operand(1, o.dtype, o.dims), t2 = c.operand(2, o.dtype, o.dims);
     Value prod = c.b.binary(op, t1, t2);
-    if (c.has(3) && c.scalar(3) != 1.0) prod = c.b.binary("stablehlo.multiply", prod, c.b.constant(c.scalar(3), o.dtype, o.dims));
+    if (c.has(3) && c.scalar(3) != 1.0) prod = c.b.binary("stablehlo.multiply", prod, c.runtime_operand(3, o.dtype, o.dims));
     return {c.b.binary("stablehlo.add", s, prod)};
   };
 }
@@ -345,7 +345,7 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"rsub.Tensor", "rsub.Scalar"}, [](OpContext& c) -> V {
                     TensorType o = c.out(0);
                     auto [a, b] = operands(c, o.dtype);
-                    if (c.has(2) && c.scalar(2) != 1.0) a = c.b.binary("stablehlo.multiply", a, c.b.constant(c.scalar(2), o.dtype, o.dims));
+                    if (c.has(2) && c.scalar(2) != 1.0) a = c.b.binary("stablehlo.multiply", a, c.runtime_operand(2, o.dtype, o.dims));
                     return {c.b.binary("stablehlo.subtract", b, a)};
                   }});
   rows.push_back({{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, binary("stablehlo.multiply")});

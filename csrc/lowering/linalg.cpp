@@ -20,10 +20,10 @@ Value batched(OpContext& c, const Value& a, const Value& b, ElementType t) {
 Value scaled_add(OpContext& c, const Value& product) {
   TensorType o = c.out(0);
   double beta = c.has(3) ? c.scalar(3) : 1.0, alpha = c.has(4) ? c.scalar(4) : 1.0;
-  Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.b.constant(alpha, o.dtype, o.dims));
+  Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.runtime_operand(4, o.dtype, o.dims));
   if (beta == 0.0) return p;  // PyTorch ignores self (even NaN) when beta is 0
   Value s = c.operand(0, o.dtype, o.dims);
-  if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.b.constant(beta, o.dtype, o.dims));
+  if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.runtime_operand(3, o.dtype, o.dims));
   return c.b.binary("stablehlo.add", s, p);
 }
 

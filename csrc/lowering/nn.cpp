@@ -1,6 +1,6 @@
 // Neural-network ops: softmax family, losses, layer norm, dropout backward.
 // Half-precision inputs are computed in f32 and converted back, as PyTorch's CPU kernels accumulate in float.
-#include <cmath>
+#include <utility>
 
 #include "lowering/op_context.h"
 
@@ -34,7 +34,8 @@ std::vector<int64_t> other_dims(int64_t rank, const std::vector<int64_t>& dims) 
 }
 
 // Broadcasts a reduction result (the reduced `dims` dropped) back to `full`.
-Value expand_back(HloBuilder& b, const Value& reduced, const std::vector<int64_t>& full, const std::vector<int64_t>& dims) {
+Value expand_back(HloBuilder& b, const Value& reduced, const std::vector<int64_t>& full,
+                  const std::vector<int64_t>& dims) {
   return b.broadcast_in_dim(reduced, full, other_dims(static_cast<int64_t>(full.size()), dims));
 }
 
@@ -112,10 +113,11 @@ LoweringRule softmax_backward_rule(bool log) {  // (grad_output, output, dim, in
 
 // ---- nll_loss / nll_loss2d ----
 
-// What forward and backward share: which class each target picks, its weight, and whether it counts.
+// What forward and backward share: which class each target picks, whether it counts, and its weight.
 struct NllParts {
   int64_t class_dim;
   Value hot;     // pred, input's shape: true at the target class
+  Value valid;   // pred, target's shape: target != ignore_index
   Value weight;  // target's shape: the target's class weight, 0 where ignored
 };
 
@@ -128,12 +130,12 @@ NllParts nll_parts(OpContext& c, const TensorType& in, size_t si, ElementType t)
   std::vector<int64_t> non_class = other_dims(in.rank(), {p.class_dim});
   Value classes = b.iota({ElementType::kS64, in.dims}, p.class_dim);
   p.hot = b.compare(CompareDirection::kEq, classes, b.broadcast_in_dim(target, in.dims, non_class));
-  Value w = present(c, si + 2) ? b.broadcast_in_dim(b.convert(c.tensor(si + 2), t), in.dims, {p.class_dim})
-                          : b.constant(1, t, in.dims);
+  Value w = b.constant(1, t, in.dims);
+  if (present(c, si + 2)) w = b.broadcast_in_dim(b.convert(c.tensor(si + 2), t), in.dims, {p.class_dim});
   Value picked = reduce_sum(b, b.select(p.hot, w, b.constant(0, t, in.dims)), {p.class_dim});
-  Value valid = b.compare(CompareDirection::kNe, target,
-                          b.constant(static_cast<double>(c.integer(si + 4)), ElementType::kS64, target.type.dims));
-  p.weight = b.select(valid, picked, k(b, 0, picked));
+  Value ignore = b.constant(static_cast<double>(c.integer(si + 4)), ElementType::kS64, target.type.dims);
+  p.valid = b.compare(CompareDirection::kNe, target, ignore);
+  p.weight = b.select(p.valid, picked, k(b, 0, picked));
   return p;
 }
 
@@ -145,9 +147,8 @@ V nll_forward_rule(OpContext& c) {
   NllParts p = nll_parts(c, x.type, 0, t);
   Value zero = b.constant(0, t, x.type.dims);
   Value xsel = reduce_sum(b, b.select(p.hot, x, zero), {p.class_dim});
-  // select rather than multiply so ignored targets cannot turn -inf inputs into NaN.
-  Value counted = b.compare(CompareDirection::kNe, p.weight, k(b, 0, p.weight));
-  Value loss = b.select(counted, b.unary("stablehlo.negate", mul(b, xsel, p.weight)), k(b, 0, p.weight));
+  // select rather than multiply by 0 so ignored targets cannot turn -inf inputs into NaN.
+  Value loss = b.select(p.valid, b.unary("stablehlo.negate", mul(b, xsel, p.weight)), k(b, 0, p.weight));
   Value total = reduce_sum(b, p.weight, all_dims(p.weight.type.rank()));
   int64_t reduction = c.integer(3);
   Value out = loss;
@@ -169,8 +170,7 @@ V nll_backward_rule(OpContext& c) {
   Value g = b.broadcast_to(b.convert(c.tensor(0), t), tdims);
   if (c.integer(4) == kMean) g = div(b, g, b.broadcast_to(b.convert(c.tensor(6), t), tdims));
   Value coef = b.unary("stablehlo.negate", mul(b, g, p.weight));
-  Value counted = b.compare(CompareDirection::kNe, p.weight, k(b, 0, p.weight));
-  coef = b.select(counted, coef, k(b, 0, coef));
+  coef = b.select(p.valid, coef, k(b, 0, coef));  // all-ignored mean divides by 0; keep those grads 0
   Value spread = b.broadcast_in_dim(coef, in.dims, other_dims(in.rank(), {p.class_dim}));
   return {b.convert(b.select(p.hot, spread, zeros(b, in)), o.dtype)};
 }
@@ -240,13 +240,14 @@ LoweringRule smooth_loss_backward_rule(bool huber) {  // (grad_output, self, tar
     double p = c.scalar(4);
     Value d = sub(b, r.x, r.y);
     // Outside [-p, p] the slope is sign(d) (times delta for huber); inside it is d (over beta for smooth_l1).
-    Value outer = b.unary("stablehlo.sign", d);
-    if (huber) outer = mul(b, outer, k(b, p, d));
-    Value inner = huber ? d : (p == 0.0 ? k(b, 0, d) : div(b, d, k(b, p, d)));
-    Value in_range = b.binary("stablehlo.and", b.compare(CompareDirection::kGe, d, k(b, -p, d)),
-                              b.compare(CompareDirection::kLe, d, k(b, p, d)));
-    Value slope = b.select(in_range, inner, outer);
-    if (!huber && p == 0.0) slope = outer;
+    Value slope = b.unary("stablehlo.sign", d);
+    if (huber) slope = mul(b, slope, k(b, p, d));
+    if (huber || p != 0.0) {
+      Value inner = huber ? d : div(b, d, k(b, p, d));
+      Value in_range = b.binary("stablehlo.and", b.compare(CompareDirection::kGe, d, k(b, -p, d)),
+                                b.compare(CompareDirection::kLe, d, k(b, p, d)));
+      slope = b.select(in_range, inner, slope);
+    }
     Value grad = mul(b, mul(b, slope, r.g), k(b, r.norm, d));
     return {b.convert(grad, c.out(0).dtype)};
   };
@@ -275,15 +276,36 @@ V bce_backward_rule(OpContext& c) {  // binary_cross_entropy_backward(grad_outpu
   return {b.convert(grad, c.out(0).dtype)};
 }
 
+// -log_sigmoid(x) = log1p(exp(-|x|)) + max(-x, 0), which cannot overflow.
+Value neg_log_sigmoid(HloBuilder& b, const Value& x) {
+  Value e = b.unary("stablehlo.exponential", b.unary("stablehlo.negate", b.unary("stablehlo.abs", x)));
+  Value neg_part = b.binary("stablehlo.maximum", b.unary("stablehlo.negate", x), k(b, 0, x));
+  return add(b, b.unary("stablehlo.log_plus_one", e), neg_part);
+}
+
+// log_sigmoid_forward(self) -> (output, buffer); the buffer is a CPU-kernel workspace our backward does not read.
+V log_sigmoid_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value x = b.convert(c.tensor(0), compute_type(c.out(0).dtype));
+  Value buffer = b.unary("stablehlo.exponential", b.unary("stablehlo.negate", b.unary("stablehlo.abs", x)));
+  Value out = b.unary("stablehlo.negate", neg_log_sigmoid(b, x));
+  return {b.convert(out, c.out(0).dtype), b.convert(buffer, c.out(1).dtype)};
+}
+
+V log_sigmoid_backward_rule(OpContext& c) {  // (grad_output, self, buffer): grad * sigmoid(-x)
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  HloBuilder& b = c.b;
+  Value g = c.operand(0, t, o.dims), x = c.operand(1, t, o.dims);
+  return {b.convert(mul(b, g, b.unary("stablehlo.logistic", b.unary("stablehlo.negate", x))), o.dtype)};
+}
+
 // binary_cross_entropy_with_logits(self, target, weight?, pos_weight?, reduction)
 V bce_logits_rule(OpContext& c) {
   ElementType t = compute_type(c.out(0).dtype);
   HloBuilder& b = c.b;
   auto [x, y] = loss_inputs(c, t, 0);
-  // -log_sigmoid(x) = log1p(exp(-|x|)) + max(-x, 0), which cannot overflow.
-  Value neg_log_sig = add(b, b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential",
-                                                                         b.unary("stablehlo.negate", b.unary("stablehlo.abs", x)))),
-                          b.binary("stablehlo.maximum", b.unary("stablehlo.negate", x), k(b, 0, x)));
+  Value neg_log_sig = neg_log_sigmoid(b, x);
   if (present(c, 3)) {  // weights the positive term: 1 + (pos_weight - 1) * target
     Value pw = c.operand(3, t, x.type.dims);
     neg_log_sig = mul(b, neg_log_sig, add(b, k(b, 1, x), mul(b, sub(b, pw, k(b, 1, x)), y)));
@@ -320,10 +342,9 @@ V layer_norm_rule(OpContext& c) {
 // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, output_mask)
 V layer_norm_backward_rule(OpContext& c) {
   HloBuilder& b = c.b;
-  std::vector<bool> mask;
-  for (bool m : c.arg(7).toBoolList()) mask.push_back(m);
-  ElementType t = compute_type(c.out(0).dtype);
-  Value x = b.convert(c.tensor(1), t);
+  Value x = c.tensor(1);
+  ElementType t = compute_type(x.type.dtype);  // not c.out(0): grad_input may be masked off
+  x = b.convert(x, t);
   const auto& dims = x.type.dims;
   Value g = b.convert(c.tensor(0), t);
   int64_t axis = x.type.rank() - static_cast<int64_t>(c.ints(2).size());
@@ -335,18 +356,19 @@ V layer_norm_backward_rule(OpContext& c) {
   Value mean = b.broadcast_to(b.convert(c.tensor(3), t), dims);
   Value rstd = b.broadcast_to(b.convert(c.tensor(4), t), dims);
   Value xhat = mul(b, sub(b, x, mean), rstd);
-  // Masked-off outputs are undefined tensors (c.out must not be asked for them); the kernel ignores these.
+  // Outputs output_mask turns off are undefined: c.out must not be asked for them, and the kernel drops whatever
+  // value stands in their place.
   Value unused = b.constant(0, t);
   V results{unused, unused, unused};
-  if (mask[0]) {
+  if (c.out_defined(0)) {
     Value gw = present(c, 5) ? mul(b, g, b.broadcast_in_dim(b.convert(c.tensor(5), t), dims, norm_dims)) : g;
     Value s1 = expand_back(b, reduce_sum(b, gw, norm_dims), dims, norm_dims);
     Value s2 = expand_back(b, reduce_sum(b, mul(b, gw, xhat), norm_dims), dims, norm_dims);
     Value inner = sub(b, sub(b, mul(b, gw, k(b, n, gw)), s1), mul(b, xhat, s2));
     results[0] = b.convert(mul(b, mul(b, rstd, k(b, 1.0 / n, rstd)), inner), c.out(0).dtype);
   }
-  if (mask[1]) results[1] = b.convert(reduce_sum(b, mul(b, g, xhat), lead), c.out(1).dtype);
-  if (mask[2]) results[2] = b.convert(reduce_sum(b, g, lead), c.out(2).dtype);
+  if (c.out_defined(1)) results[1] = b.convert(reduce_sum(b, mul(b, g, xhat), lead), c.out(1).dtype);
+  if (c.out_defined(2)) results[2] = b.convert(reduce_sum(b, g, lead), c.out(2).dtype);
   return results;
 }
 
@@ -382,6 +404,8 @@ void add_nn_rules(Rows& rows) {
   rows.push_back({{"huber_loss_backward", "huber_loss_backward.out"}, smooth_loss_backward_rule(true)});
   rows.push_back({{"binary_cross_entropy", "binary_cross_entropy.out"}, bce_rule});
   rows.push_back({{"binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_input"}, bce_backward_rule});
+  rows.push_back({{"log_sigmoid_forward", "log_sigmoid_forward.output"}, log_sigmoid_rule});
+  rows.push_back({{"log_sigmoid_backward", "log_sigmoid_backward.grad_input"}, log_sigmoid_backward_rule});
   rows.push_back({{"binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits.out"}, bce_logits_rule});
   rows.push_back({{"native_layer_norm", "native_layer_norm.out"}, layer_norm_rule});
   rows.push_back({{"native_layer_norm_backward", "native_layer_norm_backward.out"}, layer_norm_backward_rule});

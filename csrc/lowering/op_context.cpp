@@ -52,7 +52,7 @@ std::vector<int64_t> OpContext::ints(size_t i) const {
 
 Value OpContext::operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) {
   if (is_tensor(i)) return b.broadcast_to(b.convert(tensor(i), dtype), dims);
-  return b.constant(scalar(i), dtype, dims);
+  return runtime_operand(i, dtype, dims);
 }
 
 int64_t normalize_dim(int64_t dim, int64_t rank) {

@@ -30,21 +30,33 @@ class OpContext {
   virtual std::vector<Value> tensor_list(size_t i) = 0;
   // Result i as PyTorch computes it (meta kernels): dtype and shape.
   virtual TensorType out(size_t i) const = 0;
+  // False for results PyTorch does not produce this time (e.g. output_mask entries that are false).
+  virtual bool out_defined(size_t i) const = 0;
   virtual size_t num_outputs() const = 0;
   // Type promotion of the tensor/scalar arguments `indices`, as at::result_type computes it.
   virtual ElementType promoted(const std::vector<size_t>& indices) const = 0;
   // XLA clamps out-of-range gather/scatter indices; PyTorch raises. Checks (with a host sync) that every element of
   // integer tensor argument i lies in [lo, hi), else raises IndexError with `message`.
+  // A number known only at run time (a program argument, not a constant), so programs do not change when values
+  // such as learning rates or Adam's bias corrections do. Converted to `dtype`, 0-d.
+  virtual Value runtime_scalar(const c10::Scalar& value, ElementType dtype) = 0;
   virtual void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message) = 0;
 
   // Argument helpers.
-  bool has(size_t i) const { return i < num_args() && !arg(i).isNone(); }
+  // False for None and for undefined tensors (autograd passes absent optional tensors, e.g. a bias, that way).
+  bool has(size_t i) const {
+    return i < num_args() && !arg(i).isNone() && !(arg(i).isTensor() && !arg(i).toTensor().defined());
+  }
   bool is_tensor(size_t i) const { return i < num_args() && arg(i).isTensor(); }
   double scalar(size_t i) const;
   int64_t integer(size_t i) const;
   bool flag(size_t i) const { return arg(i).toBool(); }
   std::vector<int64_t> ints(size_t i) const;
-  // Argument i (tensor or number) converted to `dtype` and broadcast to `dims`.
+  // Number argument i as a runtime scalar broadcast to `dims`.
+  Value runtime_operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) {
+    return b.broadcast_to(runtime_scalar(arg(i).toScalar(), dtype), dims);
+  }
+  // Argument i (tensor or number) converted to `dtype` and broadcast to `dims`; numbers become runtime scalars.
   Value operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims);
   // Dimension argument i normalised against `rank` (negative counts from the end).
   int64_t dim(size_t i, int64_t rank) const;

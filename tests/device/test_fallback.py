@@ -1,4 +1,7 @@
-"""The CPU fallback: ops without a lowering still run correctly, are counted per op, and warn once."""
+"""The CPU fallback: ops without a lowering still run correctly, are counted per op, and warn once.
+
+Bessel and digamma functions have no lowering (and are unlikely to get one soon), so they exercise the fallback.
+"""
 
 from __future__ import annotations
 
@@ -14,21 +17,17 @@ def test_fallback_runs_counts_and_warns_once():
     torch_tpu.reset_op_counts()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        a = x.to("tpu").cumprod(0)
-        b = x.to("tpu").cumprod(0)
-    assert torch.equal(a.cpu(), x.cumprod(0)) and torch.equal(b.cpu(), a.cpu())
+        a = torch.special.bessel_j0(x.to("tpu"))
+        b = torch.special.bessel_j0(x.to("tpu"))
     assert a.device.type == "tpu"
-    assert (
-        torch_tpu.metrics()["fallback_ops"].get("aten::cumprod.out", 0)
-        + torch_tpu.metrics()["fallback_ops"].get("aten::cumprod", 0)
-        == 2
-    )
-    # TORCH_WARN_ONCE semantics: the op's warning is issued at most once per process.
-    assert sum("cumprod" in str(w.message) for w in caught) <= 1
+    assert torch.allclose(a.cpu(), torch.special.bessel_j0(x)) and torch.equal(b.cpu(), a.cpu())
+    assert sum(torch_tpu.metrics()["fallback_ops"].values()) == 2
+    assert sum("bessel_j0" in str(w.message) for w in caught) <= 1
 
 
-def test_fallback_inplace_writes_back():
-    t = torch.tensor([3.0, 1.0, 2.0], device="tpu")
-    view = t[1:]
-    view.exp2_()
-    assert torch.allclose(t.cpu(), torch.tensor([3.0, 2.0, 4.0]))
+def test_fallback_inplace_on_a_view_writes_back():
+    base = torch.tensor([3.0, 1.5, 2.5])
+    t = base.to("tpu")
+    t[1:].digamma_()
+    base[1:].digamma_()
+    assert torch.allclose(t.cpu(), base)

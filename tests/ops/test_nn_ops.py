@@ -1,0 +1,251 @@
+"""Softmax, losses, layer norm and dropout backward on tpu against CPU PyTorch, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+import torch_tpu
+from tests.ops.harness import check
+
+g = torch.Generator().manual_seed(0)
+
+
+def r(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=g)
+
+
+def labels(high: int, *shape: int) -> torch.Tensor:
+    return torch.randint(0, high, shape, generator=g)
+
+
+# ---- softmax family ----
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_dims(fn, dim):
+    check(lambda x: fn(x, dim), r(3, 4, 5))
+
+
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_large_values_stay_finite(fn):
+    check(lambda x: fn(x * 1000, -1), r(4, 6), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_scalar_and_vector(fn):
+    check(lambda x: fn(x, 0), r(7))
+    check(lambda x: fn(x, 0), torch.tensor(0.3))
+
+
+def test_softmax_with_masked_entries():
+    mask = torch.tensor([[False, True, False, True], [True, False, False, False]])
+    check(lambda x, m: F.softmax(x.masked_fill(m, float("-inf")), -1), r(2, 4), mask)
+
+
+def test_softmax_dtype_argument():
+    check(lambda x: F.log_softmax(x, 1, dtype=torch.float64), r(3, 4))
+
+
+def test_softmax_bfloat16():
+    x = r(4, 8).to(torch.bfloat16)
+    check(lambda t: F.softmax(t, -1), x, rtol=2e-2, atol=2e-2)
+    check(lambda t: F.log_softmax(t, -1), x, rtol=2e-2, atol=2e-2)
+
+
+def test_softmax_out_variants():
+    def fn(x):
+        out = torch.empty_like(x)
+        torch.ops.aten._log_softmax.out(x, 1, False, out=out)
+        return out
+
+    check(fn, r(3, 4), grad=False)
+
+
+def test_softmax_backward_ops_directly():
+    y = torch.softmax(r(3, 5), 1)
+    check(lambda gr, out: torch.ops.aten._softmax_backward_data(gr, out, 1, torch.float32), r(3, 5), y, grad=False)
+    ly = torch.log_softmax(r(3, 5), 0)
+    check(lambda gr, out: torch.ops.aten._log_softmax_backward_data(gr, out, 0, torch.float32), r(3, 5), ly, grad=False)
+
+
+# ---- cross entropy / nll ----
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_reductions(reduction):
+    check(lambda x, t: F.cross_entropy(x, t, reduction=reduction), r(6, 5), labels(5, 6))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_ignore_index(reduction):
+    target = torch.tensor([0, -100, 3, 4, -100, 1])
+    check(lambda x, t: F.cross_entropy(x, t, reduction=reduction), r(6, 5), target)
+    target = torch.tensor([0, 2, 3, 2, 1, 2])
+    check(lambda x, t: F.cross_entropy(x, t, ignore_index=2, reduction=reduction), r(6, 5), target)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_class_weights(reduction):
+    target = torch.tensor([0, 4, 3, 4, -100, 1, 2])
+    check(lambda x, t, w: F.cross_entropy(x, t, weight=w.detach(), reduction=reduction), r(7, 5), target, torch.rand(5))
+
+
+def test_cross_entropy_everything_ignored_is_nan():
+    check(lambda x, t: F.cross_entropy(x, t), r(4, 3), torch.full((4,), -100))
+
+
+def test_cross_entropy_single_sample():
+    check(lambda x, t: F.cross_entropy(x, t), r(5), torch.tensor(2))
+    check(lambda x, t: F.cross_entropy(x, t, reduction="none"), r(5), torch.tensor(2))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_spatial(reduction):
+    # 4-D inputs go through nll_loss2d; 3-D ones are reshaped onto it.
+    target = labels(4, 2, 3, 5)
+    target[0, 1, 2] = -100
+    check(
+        lambda x, t, w: F.cross_entropy(x, t, weight=w.detach(), reduction=reduction),
+        r(2, 4, 3, 5),
+        target,
+        torch.rand(4),
+    )
+    check(lambda x, t: F.cross_entropy(x, t, reduction=reduction), r(2, 4, 6), labels(4, 2, 6))
+
+
+def test_cross_entropy_label_smoothing_and_soft_targets():
+    check(lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1), r(6, 5), labels(5, 6))
+    check(lambda x, p: F.cross_entropy(x, p.softmax(1)), r(6, 5), r(6, 5))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss(reduction):
+    target = torch.tensor([1, 0, 3, -100, 2])
+    check(lambda x, t: F.nll_loss(F.log_softmax(x, 1), t, reduction=reduction), r(5, 4), target)
+    check(lambda x, t, w: F.nll_loss(x, t, weight=w.detach(), reduction=reduction), r(5, 4), target, torch.rand(4))
+
+
+# ---- pointwise losses ----
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss(reduction):
+    check(lambda x, y: F.mse_loss(x, y, reduction=reduction), r(3, 4), r(3, 4))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy(reduction):
+    # The target is detached: its gradient needs aten::logit, which has no lowering. Weights take no gradient.
+    def bce(x, t, w=None):
+        w = None if w is None else w.detach()
+        return F.binary_cross_entropy(x.sigmoid(), t.detach(), weight=w, reduction=reduction)
+
+    target = torch.rand(3, 4, generator=g)
+    check(bce, r(3, 4), target)
+    check(bce, r(3, 4), target, r(4).abs())
+
+
+def test_binary_cross_entropy_clamps_log_at_saturation():
+    x = torch.tensor([0.0, 1.0, 0.5, 1e-30])
+    check(lambda p, t: F.binary_cross_entropy(p, t), x, torch.tensor([1.0, 0.0, 1.0, 1.0]), grad=False)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_with_logits(reduction):
+    check(lambda x, y: F.binary_cross_entropy_with_logits(x * 10, y.sigmoid(), reduction=reduction), r(3, 4), r(3, 4))
+    check(
+        lambda x, y, w, pw: F.binary_cross_entropy_with_logits(
+            x, y.sigmoid(), w.detach(), pos_weight=pw.detach(), reduction=reduction
+        ),
+        r(3, 4),
+        r(3, 4),
+        r(3, 4).abs(),
+        r(4).abs(),
+    )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("beta", [1.0, 0.5])
+def test_smooth_l1_loss(reduction, beta):
+    check(lambda x, y: F.smooth_l1_loss(x, y, reduction=reduction, beta=beta), r(4, 5), r(4, 5))
+
+
+def test_smooth_l1_loss_beta_zero_is_l1():
+    check(lambda x, y: F.smooth_l1_loss(x, y, beta=0.0), r(4, 5), r(4, 5))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("delta", [1.0, 0.3])
+def test_huber_loss(reduction, delta):
+    check(lambda x, y: F.huber_loss(x, y, reduction=reduction, delta=delta), r(4, 5), r(4, 5))
+
+
+# ---- layer norm ----
+
+
+@pytest.mark.parametrize("shape", [(5,), (4, 5)])
+def test_layer_norm_without_affine(shape):
+    check(lambda x: F.layer_norm(x, shape), r(3, 4, 5), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(5,), (4, 5)])
+def test_layer_norm_affine(shape):
+    check(
+        lambda x, w, b: F.layer_norm(x, shape, w, b, eps=1e-3), r(3, 4, 5), r(*shape), r(*shape), rtol=1e-4, atol=1e-5
+    )
+
+
+def test_layer_norm_parameter_grads_only():
+    check(lambda x, w, b: F.layer_norm(x.detach(), (6,), w, b), r(2, 6), r(6), r(6), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_weight_only():
+    check(lambda x, w: F.layer_norm(x, (6,), w), r(2, 6), r(6), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_module():
+    ln = nn.LayerNorm(6)
+
+    def call(x, w, b):  # the parameters come in as arguments, so the harness compares their gradients too
+        return functional_call(ln, {"weight": w, "bias": b}, (x,))
+
+    check(call, r(2, 3, 6), r(6), r(6), rtol=1e-4, atol=1e-5)
+    check(nn.LayerNorm(6, elementwise_affine=False), r(2, 3, 6), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_statistics():
+    check(lambda x: torch.native_layer_norm(x, [4], None, None, 1e-5), r(2, 3, 4), grad=False, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_bfloat16():
+    x, w, b = r(4, 8).bfloat16(), r(8).bfloat16(), r(8).bfloat16()
+    check(lambda t, wt, bt: F.layer_norm(t, (8,), wt, bt), x, w, b, rtol=2e-2, atol=5e-2)
+
+
+# ---- dropout ----
+
+
+def test_native_dropout_backward():
+    mask = torch.rand(3, 4, generator=g) > 0.5
+    check(lambda gr, m: torch.ops.aten.native_dropout_backward(gr, m, 2.0), r(3, 4), mask, grad=False)
+
+
+def test_logsigmoid():
+    check(lambda x: F.logsigmoid(x * 30), r(4, 5))
+
+
+def test_dropout_training_backward():
+    # The tpu draws its own mask, so check the gradient against that mask rather than against the CPU.
+    torch_tpu.reset_op_counts()
+    x = (r(50, 20).abs() + 0.1).to("tpu").requires_grad_()
+    y = F.dropout(x, 0.25, training=True)
+    y.backward(torch.ones_like(y))
+    kept = (y != 0).cpu()
+    torch.testing.assert_close(x.grad.cpu(), kept.float() / 0.75)
+    assert torch_tpu.metrics()["lowered_ops"].get("aten::native_dropout_backward", 0) == 1
+    assert not torch_tpu.metrics()["fallback_ops"]
