@@ -11,7 +11,6 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 demo: build
 	$(PY) examples/train_char_transformer.py
-	$(PY) -m torch_tpu.info
 
 test: build
 	$(VENV)/bin/ruff check .

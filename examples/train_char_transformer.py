@@ -136,6 +136,11 @@ def main() -> None:
     seed = torch.tensor([[stoi[c] for c in "The "]], device=device)
     out = model.sample(seed, args.sample)[0].tolist()
     print("sample:\n" + "".join(chars[i] for i in out))
+    if device.type == "tpu":
+        from torch_tpu import info
+
+        print()
+        print(info.report())
 
 
 if __name__ == "__main__":

@@ -24,17 +24,31 @@ def report() -> str:
     lines.append(f"platform:     {client.platform_name} ({client.platform_version})")
     lines.append(f"eager mode:   {cfg.eager_mode}    fallback: {cfg.fallback}")
     lines.append(f"devices:      {len(rt.devices)}")
-    for d in rt.devices:
-        mem = client.memory_stats(d["index"])
-        mem_text = f"{mem['bytes_in_use']} B in use" if mem["available"] else "memory stats not reported by plugin"
-        lines.append(f"  tpu:{d['index']}  {d['kind']:<12} {d['description']}  ({mem_text})")
     from torch_tpu import _C
 
+    for torch_index, d in enumerate(rt.devices):
+        stats = _C._memory_stats(torch_index)
+        capacity = _C._device_capacity(torch_index) / 2**30
+        current, peak = stats["allocated_bytes.all.current"] / 2**20, stats["allocated_bytes.all.peak"] / 2**20
+        lines.append(
+            f"  tpu:{torch_index}  {d['kind']:<6} {d['description']:<16} capacity {capacity:.1f} GiB, "
+            f"allocated {current:.2f} MiB (peak {peak:.2f} MiB)"
+        )
     c = _C.runtime_counters()
     lines.append(f"compile cache: {len(rt.cache)} programs in memory, dir={rt.cache.directory or 'off'}")
     lines.append(
         f"  compiles={c['compiles']} ({c['compile_ns'] / 1e6:.0f} ms)  hits={c['cache_hits']}  "
         f"misses={c['cache_misses']}  disk hits={c['disk_cache_hits']}  executions={c['executions']}"
+    )
+    lines.append(
+        f"transfers:    {c['host_to_device']} to device ({c['host_to_device_bytes'] / 2**20:.1f} MiB), "
+        f"{c['device_to_host']} to host ({c['device_to_host_bytes'] / 2**20:.1f} MiB); live buffers {c['live_buffers']}"
+    )
+    lowered, host, fallback = _C._lowered_counts(), _C._host_op_counts(), _C._fallback_counts()
+    fallback_text = ", ".join(f"{k} x{v}" for k, v in sorted(fallback.items()))
+    lines.append(
+        f"ops:          {sum(lowered.values())} lowered ({len(lowered)} kinds), {sum(host.values())} on host by "
+        f"design, {sum(fallback.values())} CPU fallbacks" + (f": {fallback_text}" if fallback else "")
     )
     return "\n".join(lines)
 
