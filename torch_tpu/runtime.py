@@ -62,6 +62,8 @@ def create_options(path: str, cfg: config.Config) -> dict[str, Any]:
 def _start() -> _Runtime:
     from torch_tpu import _C
 
+    # XLA plugins log INFO lines to stderr at client creation; keep them quiet unless the user asked for logs.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     cfg = config.load()
     candidates = plugin_candidates(cfg)
     if not candidates:

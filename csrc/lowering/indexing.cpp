@@ -127,8 +127,6 @@ Value full_points(HloBuilder& b, const Value& index, int64_t dim, int64_t rank) 
 
 Value as_rank1(HloBuilder& b, const Value& v) { return v.type.rank() == 0 ? b.reshape(v, {1}) : v; }
 
-Value scalar_like(HloBuilder& b, double value, const Value& v) { return b.constant(value, v.type.dtype, v.type.dims); }
-
 // Inclusive prefix sum along `dim` as a reduce_window whose window reaches back over the whole dim.
 Value prefix_reduce(HloBuilder& b, const Value& x, int64_t dim, const std::string& combiner, double init) {
   int64_t rank = x.type.rank(), n = x.type.dims[dim];
@@ -167,6 +165,9 @@ V cat_rule(OpContext& c) {  // cat(tensors, dim)
 V index_select_rule(OpContext& c) {  // index_select(self, dim, index)
   Value self = as_rank1(c.b, c.tensor(0));
   int64_t d = c.dim(1, self.type.rank());
+  int64_t n = c.arg(2).toTensor().numel();
+  TORCH_CHECK_INDEX(c.arg(0).toTensor().dim() > 0 || n == 1, "index_select(): Index to scalar can have only 1 value, got ",
+                    n, " value(s)");
   c.check_index_range(2, 0, self.type.dims[d], "index out of range in self");
   if (c.out(0).numel() == 0) return {zeros(c.b, c.out(0))};
   return {gather_points(c.b, self, {d}, column_points(c.b, c.tensor(2)))};
@@ -197,7 +198,7 @@ LoweringRule scatter_rule(const std::string& fixed_combiner) {
       upd = as_rank1(c.b, c.b.convert(c.tensor(3), s.type.dtype));
       upd = c.b.slice(upd, Dims(r, 0), index.type.dims);
     } else {
-      upd = c.b.constant(c.scalar(3), s.type.dtype, index.type.dims);
+      upd = c.operand(3, s.type.dtype, index.type.dims);  // a runtime scalar: new fill values reuse the program
     }
     std::string combiner = fixed_combiner;
     if (c.has(4) && c.arg(4).isString()) {
@@ -210,18 +211,80 @@ LoweringRule scatter_rule(const std::string& fixed_combiner) {
   };
 }
 
-V index_add_rule(OpContext& c) {  // index_add(self, dim, index, source, alpha)
+Value wrap_negative(HloBuilder& b, const Value& v, int64_t size) {
+  Value negative = b.compare(CompareDirection::kLt, v, zeros(b, v.type));
+  return b.select(negative, b.binary("stablehlo.add", v, b.constant(static_cast<double>(size), v.type.dtype, v.type.dims)), v);
+}
+
+// Scatters along one dim: index_add(self, dim, index, source, alpha), index_copy(self, dim, index, source),
+// index_fill(self, dim, index, value; negative indices wrap).
+enum class Along { kAdd, kCopy, kFill };
+
+LoweringRule index_along_rule(Along kind) {
+  return [kind](OpContext& c) -> V {
+    Value self = c.tensor(0);
+    Value s = as_rank1(c.b, self);
+    int64_t d = c.dim(1, s.type.rank()), size = s.type.dims[d];
+    check_points(c.arg(2).toTensor(), kind == Along::kFill ? -size : 0, size, d, kind != Along::kAdd);
+    Value index = c.tensor(2);
+    if (index.type.numel() == 0) return {self};
+    Dims upd_dims = s.type.dims;
+    upd_dims[d] = index.type.numel();
+    Value points = column_points(c.b, index);
+    Value upd;
+    if (kind == Along::kFill) {
+      points = wrap_negative(c.b, points, size);
+      upd = c.operand(3, s.type.dtype, upd_dims);
+    } else {
+      upd = c.b.reshape(c.b.convert(c.tensor(3), s.type.dtype), upd_dims);
+      if (kind == Along::kAdd && c.has(4) && c.scalar(4) != 1.0) {
+        upd = c.b.binary("stablehlo.multiply", upd, c.operand(4, s.type.dtype, upd_dims));
+      }
+    }
+    Value out = scatter_points(c.b, s, {d}, points, upd, kind == Along::kAdd ? "stablehlo.add" : "");
+    return {c.b.reshape(out, self.type.dims)};
+  };
+}
+
+// scatter_reduce.two(self, dim, index, src, reduce, include_self): without include_self the hit positions start
+// from the reduction's identity; mean divides by the number of contributions (floor division for integers).
+V scatter_reduce_rule(OpContext& c) {
   Value self = c.tensor(0);
   Value s = as_rank1(c.b, self);
-  int64_t d = c.dim(1, s.type.rank());
+  int64_t r = s.type.rank(), d = c.dim(1, r);
   check_points(c.arg(2).toTensor(), 0, s.type.dims[d], d, false);
   Value index = c.tensor(2);
   if (index.type.numel() == 0) return {self};
-  Dims upd_dims = s.type.dims;
-  upd_dims[d] = index.type.numel();
-  Value src = c.b.reshape(c.b.convert(c.tensor(3), s.type.dtype), upd_dims);
-  if (c.has(4) && c.scalar(4) != 1.0) src = c.b.binary("stablehlo.multiply", src, scalar_like(c.b, c.scalar(4), src));
-  return {c.b.reshape(scatter_points(c.b, s, {d}, column_points(c.b, index), src, "stablehlo.add"), self.type.dims)};
+  if (index.type.rank() == 0) index = c.b.reshape(index, Dims(r, 1));
+  ElementType t = s.type.dtype;
+  Value src = c.b.slice(as_rank1(c.b, c.b.convert(c.tensor(3), t)), Dims(r, 0), index.type.dims);
+  const std::string& mode = c.arg(4).toStringRef();
+  bool include_self = !c.has(5) || c.flag(5);
+  TORCH_CHECK(mode == "sum" || mode == "mean" || mode == "prod" || mode == "amax" || mode == "amin",
+              "reduce argument must be either sum, prod, mean, amax or amin, got ", mode);
+  std::string op = mode == "prod" ? "stablehlo.multiply"
+                   : mode == "amax" ? "stablehlo.maximum"
+                   : mode == "amin" ? "stablehlo.minimum"
+                                    : "stablehlo.add";
+  double identity = mode == "prod" ? 1.0 : mode == "amax" ? lowest(t) : mode == "amin" ? highest(t) : 0.0;
+  Dims all = range(0, r);
+  Value points = full_points(c.b, index, d, r);
+  Value base = include_self ? s : scatter_points(c.b, s, all, points, c.b.constant(identity, t, index.type.dims), "");
+  Value out = scatter_points(c.b, base, all, points, src, op);
+  if (mode == "mean") {
+    Value count = scatter_points(c.b, c.b.constant(include_self ? 1 : 0, t, s.type.dims), all, points,
+                                 c.b.constant(1, t, index.type.dims), "stablehlo.add");
+    count = c.b.binary("stablehlo.maximum", count, c.b.constant(1, t, s.type.dims));
+    Value q = c.b.binary("stablehlo.divide", out, count);
+    if (!is_floating(t) && !is_complex(t)) {  // integer divide truncates; PyTorch floors negative sums
+      Value rem = c.b.binary("stablehlo.remainder", out, count);
+      Value fix = c.b.binary("stablehlo.and", c.b.compare(CompareDirection::kNe, rem, zeros(c.b, rem.type)),
+                             c.b.compare(CompareDirection::kLt, out, zeros(c.b, out.type)));
+      q = c.b.select(fix, c.b.binary("stablehlo.subtract", q, c.b.constant(1, t, s.type.dims)), q);
+    }
+    out = q;
+  }
+  return {c.b.reshape(out, self.type.dims)};
 }
 
 // embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq): the rows of
@@ -289,10 +352,11 @@ Points index_points(OpContext& c, size_t arg, const Dims& dims, bool check) {
       const at::Tensor& t = e.toTensor();
       Value v = values.at(j++);
       if (is_mask(t)) {
+        TORCH_CHECK_NOT_IMPLEMENTED(t.dim() > 0, "tpu indexing with a 0-d bool index");
         p.mask = position;
         p.mask_tensor = t;
         p.mask_value = v;
-        position += std::max<int64_t>(t.dim(), 1);
+        position += t.dim();
         continue;
       }
       TORCH_CHECK(position < static_cast<int64_t>(dims.size()), "too many indices for tensor of dimension ", dims.size());
@@ -312,9 +376,7 @@ Points index_points(OpContext& c, size_t arg, const Dims& dims, bool check) {
   std::vector<Value> parts;
   for (size_t i = 0; i < used.size(); ++i) {
     Value v = c.b.broadcast_to(c.b.convert(used[i], ElementType::kS64), batch);
-    Value size = c.b.constant(static_cast<double>(dims[p.pos[i]]), ElementType::kS64, batch);
-    Value negative = c.b.compare(CompareDirection::kLt, v, zeros(c.b, v.type));
-    parts.push_back(c.b.reshape(c.b.select(negative, c.b.binary("stablehlo.add", v, size), v), col));
+    parts.push_back(c.b.reshape(wrap_negative(c.b, v, dims[p.pos[i]]), col));
   }
   p.points = parts.size() == 1 ? parts[0] : c.b.concatenate(parts, static_cast<int64_t>(batch.size()));
   return p;
@@ -327,6 +389,12 @@ V index_rule(OpContext& c) {  // index.Tensor(self, indices)
   if (p.empty) return {self};
   if (c.out(0).numel() == 0) return {zeros(c.b, c.out(0))};
   return {gather_points(c.b, self, p.pos, p.points)};
+}
+
+// Values may carry extra leading size-1 dims beyond the indexing result's rank (PyTorch drops them).
+Value fit_rank(HloBuilder& b, const Value& v, size_t rank) {
+  if (v.type.rank() <= static_cast<int64_t>(rank)) return v;
+  return b.reshape(v, Dims(v.type.dims.end() - rank, v.type.dims.end()));
 }
 
 // self[mask] = values (or +=) for one bool mask at dims [at, at + mask rank). Values of one element broadcast;
@@ -347,20 +415,24 @@ Value mask_put(OpContext& c, const Value& self, const Points& p, const Value& va
   Dims result = head;  // shape of self[mask] with the count left open
   result.push_back(1);
   result.insert(result.end(), tail.begin(), tail.end());
-  int64_t vk = 1, off = static_cast<int64_t>(result.size()) - values.type.rank();
-  if (at - off >= 0 && at - off < values.type.rank()) vk = values.type.dims[at - off];
+  Value vals = fit_rank(b, values, result.size());
+  int64_t vk = 1, off = static_cast<int64_t>(result.size()) - vals.type.rank();
+  if (at - off >= 0 && at - off < vals.type.rank()) vk = vals.type.dims[at - off];
   Value upd;
+  if (vk != 1) {
+    int64_t count = p.mask_tensor.sum().item<int64_t>();  // host sync: the value count must match the mask
+    TORCH_CHECK(count == vk, "shape mismatch: value tensor of shape ", c10::IntArrayRef(vals.type.dims),
+                " cannot be broadcast to indexing result of shape [", count, "]");
+    if (count == 0) return self;
+  }
   if (vk == 1) {
     Dims ones = head;
     ones.insert(ones.end(), k, 1);
     ones.insert(ones.end(), tail.begin(), tail.end());
-    upd = b.broadcast_to(b.reshape(b.broadcast_to(values, result), ones), dims);
+    upd = b.broadcast_to(b.reshape(b.broadcast_to(vals, result), ones), dims);
   } else {
-    int64_t count = p.mask_tensor.sum().item<int64_t>();  // host sync: the value count must match the mask
-    TORCH_CHECK(count == vk, "shape mismatch: value tensor of shape ", c10::IntArrayRef(values.type.dims),
-                " cannot be broadcast to indexing result of shape [", count, "]");
     result[at] = vk;
-    Value full = b.broadcast_to(values, result);
+    Value full = b.broadcast_to(vals, result);
     int64_t n = mask.type.numel();
     Value ranks = prefix_reduce(b, b.convert(b.reshape(mask, {n}), ElementType::kS64), 0, "stablehlo.add", 0);
     ranks = b.binary("stablehlo.maximum", b.binary("stablehlo.subtract", ranks, b.constant(1, ElementType::kS64, {n})),
@@ -384,7 +456,7 @@ V index_put_rule(OpContext& c) {
                                   : c.b.broadcast_to(values, self.type.dims)};
   Dims upd_dims = indexed_dims(self.type.dims, p.pos, batch_of(p.points));
   if (TensorType{ElementType::kS64, upd_dims}.numel() == 0) return {self};
-  Value upd = c.b.broadcast_to(values, upd_dims);
+  Value upd = c.b.broadcast_to(fit_rank(c.b, values, upd_dims.size()), upd_dims);
   return {scatter_points(c.b, self, p.pos, p.points, upd, accumulate ? "stablehlo.add" : "")};
 }
 
@@ -397,9 +469,26 @@ V arange_rule(OpContext& c) {  // arange.start_out(start, end, step, out): start
   bool integral = !is_floating(o.dtype) && !is_complex(o.dtype) && start == std::floor(start) && step == std::floor(step);
   ElementType t = integral ? ElementType::kS64 : ElementType::kF64;
   Value i = c.b.iota({t, o.dims}, 0);
-  Value v = c.b.binary("stablehlo.add", c.b.binary("stablehlo.multiply", i, c.b.constant(step, t, o.dims)),
-                       c.b.constant(start, t, o.dims));
+  Value v = c.b.binary("stablehlo.add", c.b.binary("stablehlo.multiply", i, c.operand(2, t, o.dims)), c.operand(0, t, o.dims));
   return {c.b.convert(v, o.dtype)};
+}
+
+V linspace_rule(OpContext& c) {  // linspace.out(start, end, steps, out): the CPU's formula, symmetric about the middle
+  TensorType o = c.out(0);
+  int64_t n = o.numel();
+  if (n == 0) return {zeros(c.b, o)};
+  ElementType t = is_floating(o.dtype) || is_complex(o.dtype) ? o.dtype : ElementType::kF64;
+  Value start = c.operand(0, t, o.dims), end = c.operand(1, t, o.dims);
+  if (n == 1) return {c.b.convert(start, o.dtype)};
+  Value step = c.b.binary("stablehlo.divide", c.b.binary("stablehlo.subtract", end, start),
+                          c.b.constant(static_cast<double>(n - 1), t, o.dims));
+  Value i = c.b.iota({t, o.dims}, 0);
+  Value lo = c.b.binary("stablehlo.add", start, c.b.binary("stablehlo.multiply", step, i));
+  Value back = c.b.binary("stablehlo.subtract", c.b.constant(static_cast<double>(n - 1), t, o.dims), i);
+  Value hi = c.b.binary("stablehlo.subtract", end, c.b.binary("stablehlo.multiply", step, back));
+  Value first_half = c.b.compare(CompareDirection::kLt, c.b.iota({ElementType::kS64, o.dims}, 0),
+                                 c.b.constant(static_cast<double>(n / 2), ElementType::kS64, o.dims));
+  return {c.b.convert(c.b.select(first_half, lo, hi), o.dtype)};
 }
 
 LoweringRule triangle_rule(bool lower) {  // tril/triu(self, diagonal): keep col - row <= k (tril) or >= k (triu)
@@ -471,6 +560,22 @@ V roll_rule(OpContext& c) {  // roll(self, shifts, dims)
   return {x};
 }
 
+V repeat_rule(OpContext& c) {  // repeat(self, repeats): broadcast into interleaved [r0, d0, r1, d1, ..], then merge
+  TensorType o = c.out(0);
+  Value x = c.tensor(0);
+  Dims reps = c.ints(1);
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  Dims src(reps.size() - x.type.rank(), 1);
+  src.insert(src.end(), x.type.dims.begin(), x.type.dims.end());
+  Dims wide, map;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    wide.push_back(reps[i]);
+    wide.push_back(src[i]);
+    map.push_back(static_cast<int64_t>(2 * i + 1));
+  }
+  return {c.b.reshape(c.b.broadcast_in_dim(c.b.reshape(x, src), wide, map), o.dims)};
+}
+
 // ---- sort / topk ----
 
 // Stable sort along `dim` with the positions carried along. NaN sorts above everything, as in PyTorch.
@@ -528,17 +633,23 @@ void add_indexing_rules(Rows& rows) {
                    "scatter.value_reduce", "scatter_.value_reduce", "scatter.value_reduce_out"},
                   scatter_rule("")});
   rows.push_back({{"scatter_add", "scatter_add_", "scatter_add.out"}, scatter_rule("stablehlo.add")});
-  rows.push_back({{"index_add", "index_add_", "index_add.out"}, index_add_rule});
+  rows.push_back({{"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"}, scatter_reduce_rule});
+  rows.push_back({{"index_add", "index_add_", "index_add.out"}, index_along_rule(Along::kAdd)});
+  rows.push_back({{"index_copy", "index_copy_", "index_copy.out"}, index_along_rule(Along::kCopy)});
+  rows.push_back({{"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Tensor", "index_fill_.int_Tensor"},
+                  index_along_rule(Along::kFill)});
   rows.push_back({{"embedding_dense_backward", "embedding_dense_backward.out"}, embedding_backward_rule});
   rows.push_back({{"index.Tensor", "index.Tensor_out"}, index_rule});
   rows.push_back({{"_index_put_impl_", "index_put", "index_put_"}, index_put_rule});
   rows.push_back({{"arange.start_out"}, arange_rule});
+  rows.push_back({{"linspace.out"}, linspace_rule});
   rows.push_back({{"tril", "tril_", "tril.out"}, triangle_rule(true)});
   rows.push_back({{"triu", "triu_", "triu.out"}, triangle_rule(false)});
   rows.push_back({{"cumsum", "cumsum_", "cumsum.out"}, cumulative_rule(false)});
   rows.push_back({{"cumprod", "cumprod_", "cumprod.out"}, cumulative_rule(true)});
   rows.push_back({{"flip", "flip.out"}, flip_rule});
   rows.push_back({{"roll", "roll.out"}, roll_rule});
+  rows.push_back({{"repeat", "repeat.out"}, repeat_rule});
   rows.push_back({{"sort", "sort.values"}, sort_rule(1)});
   rows.push_back({{"sort.stable", "sort.values_stable"}, sort_rule(2)});
   rows.push_back({{"topk", "topk.values"}, topk_rule});
