@@ -53,12 +53,10 @@ void resize_storage_bytes(c10::Storage storage, size_t new_nbytes) {
   int device = old.device();
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
   c10::DataPtr fresh = tpu_allocator().allocate(new_nbytes);
-  auto* fresh_data = static_cast<DeviceData*>(nullptr);
   std::shared_ptr<Buffer> old_buffer = old.buffer();
   int64_t old_nbytes = static_cast<int64_t>(storage.nbytes());
   storage.set_data_ptr_noswap(std::move(fresh));
   storage.set_nbytes(new_nbytes);
-  (void)fresh_data;
   if (!old_buffer || old_nbytes == 0 || new_nbytes == 0) return;
   // Copy the kept prefix as bytes on the device.
   TensorProgram p(device);
