@@ -4,6 +4,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/TypeProperties.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -36,7 +37,7 @@ void for_each_tensor(const c10::IValue& v, const Fn& fn) {
     for (const at::Tensor& t : v.toTensorVector()) fn(t);
   } else if (v.isList()) {
     for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor()) fn(e.toTensor());
+      if (e.isTensor() && e.toTensor().defined()) fn(e.toTensor());  // Python indexing passes undefined for `:`
     }
   }
 }
@@ -54,7 +55,9 @@ c10::IValue meta_of(const c10::IValue& v) {
     for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_meta(t));
     return out;
   }
-  if (v.isList() && v.toListRef().size() > 0 && v.toListRef()[0].isTensor()) {
+  // Any tensor element, not only the first: index lists may start with None.
+  if (v.isList() && std::any_of(v.toListRef().begin(), v.toListRef().end(),
+                                [](const c10::IValue& e) { return e.isTensor(); })) {
     c10::List<std::optional<at::Tensor>> out;
     for (const c10::IValue& e : v.toListRef()) {
       out.push_back(e.isTensor() ? std::optional<at::Tensor>(to_meta(e.toTensor())) : std::nullopt);
@@ -214,6 +217,28 @@ class OpProgram final : public OpContext {
   const std::vector<OutType>& outs_;
 };
 
+// The Tensor?[] of index / index_put: CPU index tensors move to the op's device (as CUDA's kernels allow), and for
+// index, bool masks become long indices (nonzero: a host sync, as on CUDA) since no meta kernel can shape that
+// result. index_put keeps its masks: its rule applies them without a sync.
+void normalize_index_list(c10::IValue& list, const c10::Device& device, bool expand_masks) {
+  c10::List<std::optional<at::Tensor>> out;
+  for (const c10::IValue& e : list.toListRef()) {
+    if (!e.isTensor() || !e.toTensor().defined()) {
+      out.push_back(std::nullopt);
+      continue;
+    }
+    at::Tensor t = e.toTensor().to(device);
+    bool mask = t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+    if (expand_masks && mask && t.dim() > 0) {
+      at::Tensor nz = t.nonzero();
+      for (int64_t j = 0; j < nz.size(1); ++j) out.push_back(nz.select(1, j));
+    } else {
+      out.push_back(t);
+    }
+  }
+  list = out;
+}
+
 std::string op_label(const c10::OperatorHandle& op) {
   const auto& n = op.schema().operator_name();
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
@@ -254,6 +279,10 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_INTERNAL_ASSERT(rule != nullptr, "no lowering rule for ", name);
   size_t n = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
+  bool is_index = name == "aten::index.Tensor" || name == "aten::index.Tensor_out";
+  if (is_index || name == "aten::index_put" || name == "aten::index_put_" || name == "aten::_index_put_impl_") {
+    normalize_index_list(args.at(1), args.at(0).toTensor().device(), is_index);
+  }
   int device = op_device(args);
 
   // Output shapes and dtypes (and PyTorch's own argument errors) come from the meta kernels.

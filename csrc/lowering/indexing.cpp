@@ -1,10 +1,11 @@
-// Indexing, joining and shape ops: cat, index_select, gather/scatter, index_add, embedding backward, advanced
-// indexing (index / index_put), arange, tril/triu, cumsum, flip, roll, sort/topk.
+// Indexing, joining and shape ops: cat, index_select, gather, scatter/scatter_add/scatter_reduce,
+// index_add/copy/fill, embedding backward, advanced indexing (index / index_put, bool masks in index_put), arange,
+// linspace, tril/triu, cumsum, flip, roll, repeat, sort/topk.
 //
 // Everything that reads or writes at user indices becomes one stablehlo.gather or stablehlo.scatter over "points":
 // an s64 tensor of shape B + [k] whose last dim holds coordinates into k operand dims (ascending); the other dims
 // are taken whole. XLA clamps out-of-range gather starts and drops out-of-range scatter updates where PyTorch
-// raises, so each rule checks its indices on the host first (one sync).
+// raises, so each rule checks its indices on the host first (min and max: two small programs and syncs).
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
@@ -352,7 +353,7 @@ Points index_points(OpContext& c, size_t arg, const Dims& dims, bool check) {
       const at::Tensor& t = e.toTensor();
       Value v = values.at(j++);
       if (is_mask(t)) {
-        TORCH_CHECK_NOT_IMPLEMENTED(t.dim() > 0, "tpu indexing with a 0-d bool index");
+        TORCH_CHECK_NOT_IMPLEMENTED(t.dim() > 0 && p.mask < 0, "tpu indexing with a 0-d or a second bool mask");
         p.mask = position;
         p.mask_tensor = t;
         p.mask_value = v;
@@ -401,7 +402,7 @@ Value fit_rank(HloBuilder& b, const Value& v, size_t rank) {
 // otherwise the i-th true element takes values[i], found through a prefix count of the mask.
 Value mask_put(OpContext& c, const Value& self, const Points& p, const Value& values, bool accumulate) {
   HloBuilder& b = c.b;
-  Value mask = as_rank1(b, p.mask_value);
+  Value mask = p.mask_value;
   if (mask.type.dtype != ElementType::kPred) mask = b.compare(CompareDirection::kNe, mask, zeros(b, mask.type));
   int64_t at = p.mask, k = mask.type.rank();
   Dims dims = self.type.dims;
@@ -419,18 +420,16 @@ Value mask_put(OpContext& c, const Value& self, const Points& p, const Value& va
   int64_t vk = 1, off = static_cast<int64_t>(result.size()) - vals.type.rank();
   if (at - off >= 0 && at - off < vals.type.rank()) vk = vals.type.dims[at - off];
   Value upd;
-  if (vk != 1) {
-    int64_t count = p.mask_tensor.sum().item<int64_t>();  // host sync: the value count must match the mask
-    TORCH_CHECK(count == vk, "shape mismatch: value tensor of shape ", c10::IntArrayRef(vals.type.dims),
-                " cannot be broadcast to indexing result of shape [", count, "]");
-    if (count == 0) return self;
-  }
   if (vk == 1) {
     Dims ones = head;
     ones.insert(ones.end(), k, 1);
     ones.insert(ones.end(), tail.begin(), tail.end());
     upd = b.broadcast_to(b.reshape(b.broadcast_to(vals, result), ones), dims);
   } else {
+    int64_t count = p.mask_tensor.ne(0).sum().item<int64_t>();  // host sync: the value count must match the mask
+    TORCH_CHECK(count == vk, "shape mismatch: value tensor of shape ", c10::IntArrayRef(vals.type.dims),
+                " cannot be broadcast to indexing result of shape [", count, "]");
+    if (count == 0) return self;
     result[at] = vk;
     Value full = b.broadcast_to(vals, result);
     int64_t n = mask.type.numel();
@@ -505,16 +504,12 @@ LoweringRule triangle_rule(bool lower) {  // tril/triu(self, diagonal): keep col
   };
 }
 
-LoweringRule cumulative_rule(bool product) {  // cumsum/cumprod(self, dim, dtype)
-  return [product](OpContext& c) -> V {
-    TensorType o = c.out(0);
-    Value x = as_rank1(c.b, c.b.convert(c.tensor(0), o.dtype));
-    int64_t d = c.dim(1, x.type.rank());
-    if (o.numel() == 0) return {zeros(c.b, o)};
-    std::string op = product ? "stablehlo.multiply" : "stablehlo.add";
-    if (o.dtype == ElementType::kPred) op = product ? "stablehlo.and" : "stablehlo.or";
-    return {prefix_reduce(c.b, x, d, op, product ? 1.0 : 0.0)};
-  };
+V cumsum_rule(OpContext& c) {  // cumsum(self, dim, dtype)
+  TensorType o = c.out(0);
+  Value x = as_rank1(c.b, c.b.convert(c.tensor(0), o.dtype));
+  int64_t d = c.dim(1, x.type.rank());
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  return {prefix_reduce(c.b, x, d, o.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", 0.0)};
 }
 
 Value reverse(HloBuilder& b, const Value& x, const Dims& dims) {
@@ -645,8 +640,7 @@ void add_indexing_rules(Rows& rows) {
   rows.push_back({{"linspace.out"}, linspace_rule});
   rows.push_back({{"tril", "tril_", "tril.out"}, triangle_rule(true)});
   rows.push_back({{"triu", "triu_", "triu.out"}, triangle_rule(false)});
-  rows.push_back({{"cumsum", "cumsum_", "cumsum.out"}, cumulative_rule(false)});
-  rows.push_back({{"cumprod", "cumprod_", "cumprod.out"}, cumulative_rule(true)});
+  rows.push_back({{"cumsum", "cumsum_", "cumsum.out"}, cumsum_rule});
   rows.push_back({{"flip", "flip.out"}, flip_rule});
   rows.push_back({{"roll", "roll.out"}, roll_rule});
   rows.push_back({{"repeat", "repeat.out"}, repeat_rule});
