@@ -115,19 +115,19 @@ c10::CachingDeviceAllocator::DeviceStats TpuAllocator::getDeviceStats(c10::Devic
   return c.stats;
 }
 
+// The statistics this allocator keeps (the rest of DeviceStats stays zero).
+template <class Fn>
+void for_each_kept_stat(c10::CachingDeviceAllocator::DeviceStats& stats, const Fn& fn) {
+  for (auto* a : {&stats.allocated_bytes, &stats.active_bytes, &stats.requested_bytes, &stats.reserved_bytes,
+                  &stats.allocation, &stats.active, &stats.segment}) {
+    for (auto& stat : *a) fn(stat);
+  }
+}
+
 void TpuAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   auto& c = counters().at(device);
   std::lock_guard<std::mutex> lock(c.mu);
-  auto reset = [](c10::CachingAllocator::StatArray& a) {
-    for (auto& s : a) s.reset_accumulated();
-  };
-  reset(c.stats.allocated_bytes);
-  reset(c.stats.active_bytes);
-  reset(c.stats.requested_bytes);
-  reset(c.stats.reserved_bytes);
-  reset(c.stats.allocation);
-  reset(c.stats.active);
-  reset(c.stats.segment);
+  for_each_kept_stat(c.stats, [](Stat& s) { s.reset_accumulated(); });
   c.stats.num_device_alloc = 0;
   c.stats.num_device_free = 0;
 }
@@ -135,16 +135,7 @@ void TpuAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 void TpuAllocator::resetPeakStats(c10::DeviceIndex device) {
   auto& c = counters().at(device);
   std::lock_guard<std::mutex> lock(c.mu);
-  auto reset = [](c10::CachingAllocator::StatArray& a) {
-    for (auto& s : a) s.reset_peak();
-  };
-  reset(c.stats.allocated_bytes);
-  reset(c.stats.active_bytes);
-  reset(c.stats.requested_bytes);
-  reset(c.stats.reserved_bytes);
-  reset(c.stats.allocation);
-  reset(c.stats.active);
-  reset(c.stats.segment);
+  for_each_kept_stat(c.stats, [](Stat& s) { s.reset_peak(); });
 }
 
 std::pair<size_t, size_t> TpuAllocator::getMemoryInfo(c10::DeviceIndex device) {

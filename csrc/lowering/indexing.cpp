@@ -185,15 +185,33 @@ V gather_rule(OpContext& c) {  // gather(self, dim, index, sparse_grad)
 }
 
 // scatter(self, dim, index, src|value[, reduce]) and scatter_add: updates are src cut to index's shape.
+// The operands of the scatter-along-a-dim rules, args (self, dim, index, ...): self (and at least rank 1), the dim,
+// and the bounds-checked index at self's rank. `empty` when there is nothing to scatter.
+struct DimScatter {
+  Value self, s, index;
+  int64_t r = 0, d = 0;
+  bool empty = false;
+};
+
+DimScatter dim_scatter_operands(OpContext& c) {
+  DimScatter o;
+  o.self = c.tensor(0);
+  o.s = as_rank1(c.b, o.self);
+  o.r = o.s.type.rank();
+  o.d = c.dim(1, o.r);
+  check_points(c.arg(2).toTensor(), 0, o.s.type.dims[o.d], o.d, false);
+  o.index = c.tensor(2);
+  o.empty = o.index.type.numel() == 0;
+  if (o.index.type.rank() == 0) o.index = c.b.reshape(o.index, Dims(o.r, 1));
+  return o;
+}
+
 LoweringRule scatter_rule(const std::string& fixed_combiner) {
   return [fixed_combiner](OpContext& c) -> V {
-    Value self = c.tensor(0);
-    Value s = as_rank1(c.b, self);
-    int64_t r = s.type.rank(), d = c.dim(1, r);
-    check_points(c.arg(2).toTensor(), 0, s.type.dims[d], d, false);
-    Value index = c.tensor(2);
-    if (index.type.numel() == 0) return {self};
-    if (index.type.rank() == 0) index = c.b.reshape(index, Dims(r, 1));
+    DimScatter o = dim_scatter_operands(c);
+    if (o.empty) return {o.self};
+    const Value &self = o.self, &s = o.s, &index = o.index;
+    int64_t r = o.r, d = o.d;
     Value upd;
     if (c.is_tensor(3)) {
       upd = as_rank1(c.b, c.b.convert(c.tensor(3), s.type.dtype));
@@ -250,13 +268,10 @@ LoweringRule index_along_rule(Along kind) {
 // scatter_reduce.two(self, dim, index, src, reduce, include_self): without include_self the hit positions start
 // from the reduction's identity; mean divides by the number of contributions (floor division for integers).
 V scatter_reduce_rule(OpContext& c) {
-  Value self = c.tensor(0);
-  Value s = as_rank1(c.b, self);
-  int64_t r = s.type.rank(), d = c.dim(1, r);
-  check_points(c.arg(2).toTensor(), 0, s.type.dims[d], d, false);
-  Value index = c.tensor(2);
-  if (index.type.numel() == 0) return {self};
-  if (index.type.rank() == 0) index = c.b.reshape(index, Dims(r, 1));
+  DimScatter o = dim_scatter_operands(c);
+  if (o.empty) return {o.self};
+  const Value &self = o.self, &s = o.s, &index = o.index;
+  int64_t r = o.r, d = o.d;
   ElementType t = s.type.dtype;
   Value src = c.b.slice(as_rank1(c.b, c.b.convert(c.tensor(3), t)), Dims(r, 0), index.type.dims);
   const std::string& mode = c.arg(4).toStringRef();
