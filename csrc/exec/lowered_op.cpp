@@ -201,10 +201,12 @@ class OpProgram final : public OpContext {
   Value runtime_scalar(const c10::Scalar& value, ElementType dtype) override {
     return program_.host_scalar(value, dtype);
   }
-  void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message) override {
-    const at::Tensor& idx = args_.at(i).toTensor();
+  void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message,
+                         std::optional<int64_t> ignore) override {
+    at::Tensor idx = args_.at(i).toTensor();
     if (idx.numel() == 0) return;
-    // Runs as two small tpu programs of its own, then reads two scalars: a counted host sync.
+    if (ignore) idx = idx.masked_fill(idx == *ignore, lo);
+    // Runs as small tpu programs of its own, then reads two scalars: a counted host sync.
     int64_t smallest = idx.min().item<int64_t>();
     int64_t largest = idx.max().item<int64_t>();
     TORCH_CHECK_INDEX(smallest >= lo && largest < hi, message);

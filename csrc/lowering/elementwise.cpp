@@ -265,6 +265,30 @@ V hardtanh_backward_rule(OpContext& c) {  // (grad, self, min_val, max_val)
   return {c.b.select(inside, g, zeros(c.b, o))};
 }
 
+V logit_rule(OpContext& c) {  // log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given
+  TensorType o = c.out(0);
+  Value x = c.operand(0, o.dtype, o.dims);
+  if (c.has(1)) {
+    double eps = c.scalar(1);
+    x = c.b.binary("stablehlo.maximum", x, c.b.constant(eps, o.dtype, o.dims));
+    x = c.b.binary("stablehlo.minimum", x, c.b.constant(1 - eps, o.dtype, o.dims));
+  }
+  Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), x);
+  return {c.b.unary("stablehlo.log", c.b.binary("stablehlo.divide", x, one_minus))};
+}
+
+V logit_backward_rule(OpContext& c) {  // (grad, self, eps?): grad / (x (1 - x)), 0 outside [eps, 1 - eps]
+  TensorType o = c.out(0);
+  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
+  Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), x);
+  Value d = c.b.binary("stablehlo.divide", g, c.b.binary("stablehlo.multiply", x, one_minus));
+  if (!c.has(2)) return {d};
+  double eps = c.scalar(2);
+  Value inside = c.b.binary("stablehlo.and", c.b.compare(CompareDirection::kGe, x, c.b.constant(eps, o.dtype, o.dims)),
+                            c.b.compare(CompareDirection::kLe, x, c.b.constant(1 - eps, o.dtype, o.dims)));
+  return {c.b.select(inside, d, zeros(c.b, o))};
+}
+
 V trunc_rule(OpContext& c) { return {trunc_value(c.b, c.operand(0, c.out(0).dtype, c.out(0).dims))}; }
 
 V reciprocal_rule(OpContext& c) {
@@ -379,6 +403,8 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"tanh", "tanh_", "tanh.out"}, unary("stablehlo.tanh")});
   rows.push_back({{"sigmoid", "sigmoid_", "sigmoid.out"}, unary("stablehlo.logistic")});
   rows.push_back({{"erf", "erf_", "erf.out"}, unary("chlo.erf")});
+  rows.push_back({{"logit", "logit_", "logit.out"}, logit_rule});
+  rows.push_back({{"logit_backward", "logit_backward.grad_input"}, logit_backward_rule});
   rows.push_back({{"floor", "floor_", "floor.out"}, unary("stablehlo.floor")});
   rows.push_back({{"ceil", "ceil_", "ceil.out"}, unary("stablehlo.ceil")});
   rows.push_back({{"round", "round_", "round.out"}, unary("stablehlo.round_nearest_even")});

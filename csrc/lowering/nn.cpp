@@ -126,6 +126,8 @@ NllParts nll_parts(OpContext& c, const TensorType& in, size_t si, ElementType t)
   HloBuilder& b = c.b;
   NllParts p;
   p.class_dim = in.rank() == 1 ? 0 : 1;
+  // An out-of-range target would silently pick nothing (PyTorch raises): check, ignore_index exempt.
+  c.check_index_range(si + 1, 0, in.dims[p.class_dim], "Target is out of bounds.", c.integer(si + 4));
   Value target = b.convert(c.tensor(si + 1), ElementType::kS64);
   std::vector<int64_t> non_class = other_dims(in.rank(), {p.class_dim});
   Value classes = b.iota({ElementType::kS64, in.dims}, p.class_dim);

@@ -35,12 +35,14 @@ class OpContext {
   virtual size_t num_outputs() const = 0;
   // Type promotion of the tensor/scalar arguments `indices`, as at::result_type computes it.
   virtual ElementType promoted(const std::vector<size_t>& indices) const = 0;
-  // XLA clamps out-of-range gather/scatter indices; PyTorch raises. Checks (with a host sync) that every element of
-  // integer tensor argument i lies in [lo, hi), else raises IndexError with `message`.
   // A number known only at run time (a program argument, not a constant), so programs do not change when values
   // such as learning rates or Adam's bias corrections do. Converted to `dtype`, 0-d.
   virtual Value runtime_scalar(const c10::Scalar& value, ElementType dtype) = 0;
-  virtual void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message) = 0;
+  // XLA clamps out-of-range gather/scatter indices; PyTorch raises. Checks (with a host sync) that every element of
+  // integer tensor argument i lies in [lo, hi), else raises IndexError with `message`. Elements equal to `ignore`
+  // (e.g. a loss's ignore_index) are exempt.
+  virtual void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message,
+                                 std::optional<int64_t> ignore = std::nullopt) = 0;
 
   // Argument helpers.
   // False for None and for undefined tensors (autograd passes absent optional tensors, e.g. a bias, that way).

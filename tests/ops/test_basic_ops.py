@@ -60,6 +60,12 @@ def test_unary(fn):
     check(fn, r(4, 5))
 
 
+def test_logit():
+    p = torch.rand(4, 5, generator=g) * 0.9 + 0.05
+    check(torch.logit, p)
+    check(lambda t: torch.logit(t, eps=0.1), p)
+
+
 def test_comparisons_and_logic():
     check(lambda a, b: ((a > b) & (a < 0.5)) | ~(b >= 0), r(6), r(6), grad=False)
     check(lambda a: (a == a.round()).sum(), torch.tensor([1.0, 1.5, 2.0]), grad=False)

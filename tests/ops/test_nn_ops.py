@@ -249,3 +249,15 @@ def test_dropout_training_backward():
     torch.testing.assert_close(x.grad.cpu(), kept.float() / 0.75)
     assert torch_tpu.metrics()["lowered_ops"].get("aten::native_dropout_backward", 0) == 1
     assert not torch_tpu.metrics()["fallback_ops"]
+
+
+def test_out_of_range_target_raises_like_cpu():
+    logits, target = torch.randn(3, 4), torch.tensor([0, 4, 1])
+    with pytest.raises(IndexError, match="out of bounds"):
+        F.cross_entropy(logits, target)
+    with pytest.raises(IndexError, match="out of bounds"):
+        F.cross_entropy(logits.to("tpu"), target.to("tpu"))
+    ignored = torch.tensor([0, -100, 1])
+    torch.testing.assert_close(
+        F.cross_entropy(logits.to("tpu"), ignored.to("tpu")).cpu(), F.cross_entropy(logits, ignored)
+    )
