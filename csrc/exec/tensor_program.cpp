@@ -6,6 +6,7 @@
 #include "exec/sync.h"
 #include "lowering/op_context.h"
 #include "lowering/views.h"
+#include "runtime/counters.h"
 #include "runtime/executable.h"
 
 namespace torch_tpu {
@@ -43,6 +44,7 @@ Value TensorProgram::storage_value(StorageSlot& s, ElementType dtype) {
     s.buffer = s.data->buffer();
     if (s.buffer) {
       Value raw = b_.arg(TensorType{s.buffer->element_type(), {s.buffer->element_count()}});
+      s.arg_index = static_cast<int>(args_.size());
       args_.push_back(s.buffer);
       s.value = raw;
     } else {
@@ -116,6 +118,14 @@ void TensorProgram::run() {
   for (const void* key : slot_order_) {
     StorageSlot& s = slots_.at(key);
     if (!s.written) continue;
+    // Donate the old contents to the new when only this program still holds them (the storage, the slot and the
+    // argument list): an in-place update then reuses the buffer instead of copying the storage.
+    bool same_type = s.buffer && s.buffer->element_type() == s.value.type.dtype &&
+                     s.buffer->dims() == s.value.type.dims;
+    if (s.arg_index >= 0 && same_type && s.buffer.use_count() == 3) {
+      b_.set_alias(static_cast<size_t>(s.arg_index), static_cast<int>(results.size()));
+      runtime_counters().donations++;
+    }
     results.push_back(s.value);
     targets.push_back(&s);
   }

@@ -38,6 +38,7 @@ class TensorProgram {
   struct StorageSlot {
     DeviceData* data = nullptr;
     std::shared_ptr<Buffer> buffer;  // the contents read (kept alive until the program ran)
+    int arg_index = -1;              // its position among the program's arguments, if read from a buffer
     int64_t nbytes = 0;
     bool has_value = false;
     Value value;  // current contents, typed as the last reader/writer wanted

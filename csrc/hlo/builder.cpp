@@ -109,6 +109,8 @@ Value HloBuilder::arg(const TensorType& type, int alias_output) {
   return {name, type};
 }
 
+void HloBuilder::set_alias(size_t arg_index, int output) { args_.at(arg_index).second = output; }
+
 std::vector<Value> HloBuilder::op(const std::string& name, const std::vector<Value>& operands,
                                   const std::vector<TensorType>& results, const std::string& attrs,
                                   const std::vector<std::string>& regions) {

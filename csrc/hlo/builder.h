@@ -45,6 +45,9 @@ class HloBuilder {
   // Adds a parameter of @main. `alias_output` >= 0 donates it to that result (tf.aliasing_output).
   Value arg(const TensorType& type, int alias_output = -1);
 
+  // Donates parameter `arg_index` to result `output` (its buffer is reused; the caller must not read it afterwards).
+  void set_alias(size_t arg_index, int output);
+
   // The generic op form: %r = "name"(operands) ({regions}) {attrs} : (operand types) -> result types.
   std::vector<Value> op(const std::string& name, const std::vector<Value>& operands,
                         const std::vector<TensorType>& results, const std::string& attrs = "",

@@ -22,6 +22,7 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"cache_hits", cache_hits.load()},
       {"cache_misses", cache_misses.load()},
       {"disk_cache_hits", disk_cache_hits.load()},
+      {"donations", donations.load()},
   };
 }
 

@@ -22,6 +22,7 @@ struct RuntimeCounters {
   std::atomic<int64_t> cache_hits{0};
   std::atomic<int64_t> cache_misses{0};
   std::atomic<int64_t> disk_cache_hits{0};
+  std::atomic<int64_t> donations{0};  // executions that reused an input buffer for an output (in-place updates)
 
   std::map<std::string, int64_t> snapshot() const;
 };

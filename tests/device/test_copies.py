@@ -77,6 +77,18 @@ def test_write_through_one_view_seen_by_all():
     assert torch.equal(flat.cpu().view(3, 4), expected)
 
 
+def test_inplace_update_of_a_view_donates_the_storage():
+    import torch_tpu
+
+    base = torch.zeros(1000)
+    t = base.to("tpu")
+    before = torch_tpu.metrics()["donations"]
+    t[10:20].add_(1)
+    base[10:20].add_(1)
+    assert torch_tpu.metrics()["donations"] == before + 1
+    assert torch.equal(t.cpu(), base)
+
+
 def test_view_dtype_reinterprets_bytes():
     x = torch.tensor([1.0, -2.0, 3.5])
     t = x.to("tpu")
