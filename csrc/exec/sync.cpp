@@ -1,11 +1,13 @@
 #include "exec/sync.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
 
 namespace torch_tpu {
 namespace {
+std::atomic<int> g_mode{static_cast<int>(EagerMode::kDebug)};
 std::mutex g_mu;
 std::map<int, std::vector<Event>>& pending() {
   static std::map<int, std::vector<Event>> p;
@@ -19,6 +21,9 @@ std::vector<Event> take(int device) {
   return out;
 }
 }  // namespace
+
+void set_eager_mode(EagerMode mode) { g_mode = static_cast<int>(mode); }
+EagerMode eager_mode() { return static_cast<EagerMode>(g_mode.load()); }
 
 void track_pending(int device, Event event) {
   if (!event.valid()) return;

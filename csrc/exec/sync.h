@@ -6,6 +6,12 @@
 
 namespace torch_tpu {
 
+// Debug: every execution completes before its op returns. Strict: executions are enqueued and the host waits only
+// at sync points (host reads, synchronize(), events).
+enum class EagerMode { kDebug = 0, kStrict = 1 };
+void set_eager_mode(EagerMode mode);
+EagerMode eager_mode();
+
 void track_pending(int device, Event event);
 // Waits for everything in flight on `device`; rethrows the first error (naming the op that caused it).
 void synchronize_device(int device);

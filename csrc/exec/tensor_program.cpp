@@ -136,9 +136,12 @@ void TensorProgram::run() {
   std::vector<Buffer*> raw_args;
   for (const auto& a : args_) raw_args.push_back(a.get());
   ExecuteResult r = exe->execute(raw_args, pjrt_device(device_));
-  // Debug mode: complete before returning, so errors surface at the op that caused them.
-  r.done.await();
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->data->set_buffer(r.outputs[i]);
+  if (eager_mode() == EagerMode::kDebug) {
+    r.done.await();  // errors surface at the op that caused them
+  } else {
+    track_pending(device_, std::move(r.done));  // host reads wait on the buffers themselves
+  }
 }
 
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& target) {

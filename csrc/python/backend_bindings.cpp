@@ -72,6 +72,15 @@ void bind_backend(py::module_& m) {
       throw py::value_error("fallback policy must be error, warn or silent, not '" + policy + "'");
     }
   });
+  m.def("_set_eager_mode", [](const std::string& mode) {
+    if (mode == "debug") {
+      set_eager_mode(EagerMode::kDebug);
+    } else if (mode == "strict") {
+      set_eager_mode(EagerMode::kStrict);
+    } else {
+      throw py::value_error("eager mode must be debug or strict, not '" + mode + "'");
+    }
+  });
   m.def("_fallback_counts", &fallback_counts);
   m.def("_lowered_counts", &lowered_counts);
   m.def("_host_op_counts", &host_op_counts);
