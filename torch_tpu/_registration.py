@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 import threading
-import warnings
 import types
+import warnings
 
 import torch
 
