@@ -5,7 +5,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "backend/state.h"
+#include "exec/state.h"
 #include "exec/sync.h"
 
 namespace torch_tpu {

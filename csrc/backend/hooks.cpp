@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "backend/generator.h"
-#include "backend/state.h"
+#include "exec/state.h"
 
 namespace torch_tpu {
 

@@ -10,8 +10,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "backend/generator.h"
-#include "backend/state.h"
-#include "exec/lowered_op.h"
+#include "exec/state.h"
+#include "backend/lowered_op.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 

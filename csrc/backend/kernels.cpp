@@ -9,8 +9,8 @@
 #include <torch/library.h>
 
 #include "backend/storage.h"
-#include "backend/state.h"
-#include "exec/lowered_op.h"
+#include "exec/state.h"
+#include "backend/lowered_op.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 #include "lowering/views.h"

@@ -5,7 +5,7 @@
 
 #include <array>
 
-#include "backend/state.h"
+#include "exec/state.h"
 
 namespace torch_tpu {
 namespace {
@@ -52,33 +52,22 @@ void account(int device, int64_t nbytes, bool alloc) {
   }
 }
 
-// What a DataPtr's context owns: the device contents and the reserved address range.
-struct Allocation {
-  DeviceData data;
+// A DataPtr's context: the device contents plus the reserved address range.
+struct Allocation final : DeviceData {
   void* address;
   size_t reserved;
   Allocation(int device, int64_t nbytes, void* addr, size_t reserved_bytes)
-      : data(device, nbytes), address(addr), reserved(reserved_bytes) {}
+      : DeviceData(device, nbytes), address(addr), reserved(reserved_bytes) {}
 };
 
 void delete_allocation(void* ctx) {
-  auto* a = static_cast<Allocation*>(ctx);
-  account(a->data.device(), a->data.nbytes(), false);
+  auto* a = static_cast<Allocation*>(static_cast<DeviceData*>(ctx));
+  account(a->device(), a->nbytes(), false);
   ::munmap(a->address, a->reserved);
   delete a;
 }
 
 }  // namespace
-
-DeviceData& device_data(const c10::Storage& storage) {
-  const c10::DataPtr& ptr = storage.data_ptr();
-  TORCH_CHECK(ptr.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu storage, got one on ",
-              ptr.device());
-  auto* a = static_cast<Allocation*>(ptr.get_context());
-  TORCH_CHECK(a != nullptr && ptr.get_deleter() == &delete_allocation,
-              "tpu storage was not allocated by torch_tpu's allocator");
-  return a->data;
-}
 
 int64_t TpuAllocator::device_capacity(int device) {
   check_device_index(device);
@@ -101,7 +90,7 @@ c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
                    " bytes of address space on tpu:", device);
   auto* a = new Allocation(device, static_cast<int64_t>(nbytes), address, reserved);
   account(device, static_cast<int64_t>(nbytes), true);
-  return {address, a, &delete_allocation,
+  return {address, static_cast<DeviceData*>(a), &delete_allocation,
           c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))};
 }
 

@@ -1,43 +1,12 @@
-// The storage model. A tpu storage's DataPtr points at a reserved, never-dereferenced host address range of the
-// storage's size (so PyTorch can compare and offset data_ptr()s) and carries a DeviceData as its context: the
-// device contents, a 1-D PJRT buffer (any element type; readers bitcast), or nothing yet (uninitialised).
+// The tpu allocator. A tpu storage's DataPtr points at a reserved, never-dereferenced host address range of the
+// storage's size (so PyTorch can compare and offset data_ptr()s) and carries a DeviceData (exec/device_data.h) as
+// its context: the device contents.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
-#include <c10/core/Storage.h>
-
-#include <memory>
-#include <mutex>
-
-#include "runtime/buffer.h"
+#include "exec/device_data.h"
 
 namespace torch_tpu {
-
-class DeviceData {
- public:
-  DeviceData(int device, int64_t nbytes) : device_(device), nbytes_(nbytes) {}
-
-  int device() const { return device_; }
-  int64_t nbytes() const { return nbytes_; }
-
-  std::shared_ptr<Buffer> buffer() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return buffer_;
-  }
-  void set_buffer(std::shared_ptr<Buffer> buffer) {
-    std::lock_guard<std::mutex> lock(mu_);
-    buffer_ = std::move(buffer);
-  }
-
- private:
-  int device_;
-  int64_t nbytes_;
-  mutable std::mutex mu_;
-  std::shared_ptr<Buffer> buffer_;
-};
-
-// The DeviceData behind a tpu storage (throws for storages of other devices).
-DeviceData& device_data(const c10::Storage& storage);
 
 class TpuAllocator final : public c10::DeviceAllocator {
  public:

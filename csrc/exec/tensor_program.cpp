@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "backend/state.h"
+#include "exec/state.h"
 #include "exec/sync.h"
 #include "lowering/op_context.h"
 #include "lowering/views.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/storage.h"
+#include "exec/device_data.h"
 #include "hlo/builder.h"
 
 namespace torch_tpu {

@@ -5,9 +5,9 @@
 #include <torch/csrc/Generator.h>
 
 #include "backend/generator.h"
-#include "backend/state.h"
+#include "exec/state.h"
 #include "backend/storage.h"
-#include "exec/lowered_op.h"
+#include "backend/lowered_op.h"
 #include "exec/sync.h"
 #include "lowering/op_context.h"
 #include "python/module.h"

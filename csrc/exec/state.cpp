@@ -1,4 +1,4 @@
-#include "backend/state.h"
+#include "exec/state.h"
 
 #include <unistd.h>
 

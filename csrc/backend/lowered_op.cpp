@@ -1,4 +1,4 @@
-#include "exec/lowered_op.h"
+#include "backend/lowered_op.h"
 
 #include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
