@@ -219,28 +219,6 @@ class OpProgram final : public OpContext {
   const std::vector<OutType>& outs_;
 };
 
-// The Tensor?[] of index / index_put: CPU index tensors move to the op's device (as CUDA's kernels allow), and for
-// index, bool masks become long indices (nonzero: a host sync, as on CUDA) since no meta kernel can shape that
-// result. index_put keeps its masks: its rule applies them without a sync.
-void normalize_index_list(c10::IValue& list, const c10::Device& device, bool expand_masks) {
-  c10::List<std::optional<at::Tensor>> out;
-  for (const c10::IValue& e : list.toListRef()) {
-    if (!e.isTensor() || !e.toTensor().defined()) {
-      out.push_back(std::nullopt);
-      continue;
-    }
-    at::Tensor t = e.toTensor().to(device);
-    bool mask = t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
-    if (expand_masks && mask && t.dim() > 0) {
-      at::Tensor nz = t.nonzero();
-      for (int64_t j = 0; j < nz.size(1); ++j) out.push_back(nz.select(1, j));
-    } else {
-      out.push_back(t);
-    }
-  }
-  list = out;
-}
-
 std::string op_label(const c10::OperatorHandle& op) {
   const auto& n = op.schema().operator_name();
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
@@ -277,14 +255,11 @@ void reset_op_counts() {
 void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   std::string name = op_label(op);
-  const LoweringRule* rule = find_rule(name);
-  TORCH_INTERNAL_ASSERT(rule != nullptr, "no lowering rule for ", name);
+  const LoweringRow* row = find_row(name);
+  TORCH_INTERNAL_ASSERT(row != nullptr, "no lowering rule for ", name);
   size_t n = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
-  bool is_index = name == "aten::index.Tensor" || name == "aten::index.Tensor_out";
-  if (is_index || name == "aten::index_put" || name == "aten::index_put_" || name == "aten::_index_put_impl_") {
-    normalize_index_list(args.at(1), args.at(0).toTensor().device(), is_index);
-  }
+  if (row->prepare) row->prepare(args);
   int device = op_device(args);
 
   // Output shapes and dtypes (and PyTorch's own argument errors) come from the meta kernels.
@@ -329,7 +304,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TensorProgram program(device);
   std::string short_name = name.substr(name.rfind(':') + 1);
   OpProgram ctx(program, short_name, args, outs);
-  std::vector<Value> results = (*rule)(ctx);
+  std::vector<Value> results = row->rule(ctx);
   TORCH_INTERNAL_ASSERT(results.size() == outs.size(), name, ": rule returned ", results.size(), " values for ",
                         outs.size(), " outputs");
   std::vector<at::Tensor> outputs;

@@ -134,11 +134,11 @@ const std::vector<LoweringRow>& lowering_table() {
   return table;
 }
 
-const LoweringRule* find_rule(const std::string& name) {
-  static const std::unordered_map<std::string, const LoweringRule*> index = [] {
-    std::unordered_map<std::string, const LoweringRule*> m;
+const LoweringRow* find_row(const std::string& name) {
+  static const std::unordered_map<std::string, const LoweringRow*> index = [] {
+    std::unordered_map<std::string, const LoweringRow*> m;
     for (const auto& row : lowering_table()) {
-      for (const auto& n : row.names) m["aten::" + n] = &row.rule;
+      for (const auto& n : row.names) m["aten::" + n] = &row;
     }
     return m;
   }();

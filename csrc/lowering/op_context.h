@@ -67,16 +67,19 @@ class OpContext {
 };
 
 using LoweringRule = std::function<std::vector<Value>(OpContext&)>;
+// Rewrites an op's arguments before anything else looks at them (device checks, meta kernels, the rule).
+using ArgumentPrep = std::function<void(std::vector<c10::IValue>& args)>;
 
 struct LoweringRow {
   std::vector<std::string> names;  // ATen overloads served: functional, inplace, out= ("add.Tensor", "add_.Tensor", ...)
   LoweringRule rule;
+  ArgumentPrep prepare = nullptr;  // optional
 };
 
 // The whole table, built from the per-area tables (elementwise, reductions, linalg, nn, indexing, conv).
 const std::vector<LoweringRow>& lowering_table();
-// nullptr when no rule lowers `name` ("aten::add.Tensor" or "add.Tensor").
-const LoweringRule* find_rule(const std::string& name);
+// nullptr when no row lowers `name` ("aten::add.Tensor" or "add.Tensor").
+const LoweringRow* find_row(const std::string& name);
 
 // Per-area tables, each in its own file.
 void add_elementwise_rules(std::vector<LoweringRow>& rows);
