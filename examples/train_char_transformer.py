@@ -85,12 +85,16 @@ class CharTransformer(nn.Module):
         return self.head(self.ln(self.blocks(x)))
 
     @torch.no_grad()
-    def sample(self, idx: torch.Tensor, n: int) -> torch.Tensor:
+    def sample(self, prompt: list[int], n: int, pad: int) -> list[int]:
+        # The context is always one full block (left-padded with `pad`), so every step runs the same shapes: one set
+        # of compiled programs instead of one per context length.
+        device = self.head.weight.device
+        tokens = list(prompt)
         for _ in range(n):
-            logits = self(idx[:, -self.block :])[:, -1]
-            nxt = torch.multinomial(F.softmax(logits, dim=-1), 1)
-            idx = torch.cat([idx, nxt], dim=1)
-        return idx
+            ctx = ([pad] * self.block + tokens)[-self.block :]
+            logits = self(torch.tensor([ctx], device=device))[:, -1]
+            tokens.append(int(torch.multinomial(F.softmax(logits, dim=-1), 1).item()))
+        return tokens
 
 
 def main() -> None:
@@ -133,8 +137,7 @@ def main() -> None:
     print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s")
 
     model.eval()
-    seed = torch.tensor([[stoi[c] for c in "The "]], device=device)
-    out = model.sample(seed, args.sample)[0].tolist()
+    out = model.sample([stoi[c] for c in "The "], args.sample, pad=stoi[" "])
     print("sample:\n" + "".join(chars[i] for i in out))
     if device.type == "tpu":
         from torch_tpu import info
