@@ -108,10 +108,8 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking
   }
   if (dst_tpu) {
     TORCH_CHECK(src.is_cpu(), "copy_ to tpu from ", src.device(), " is not supported; copy through the CPU");
-    at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
-    if (host.is_conj()) host = host.resolve_conj();
-    if (host.is_neg()) host = host.resolve_neg();
-    copy_host_to_device(host.contiguous(), self);
+    at::Tensor host = src.resolve_conj().resolve_neg().to(self.scalar_type()).expand(self.sizes()).contiguous();
+    copy_host_to_device(host, self);
     return self;
   }
   TORCH_CHECK(self.is_cpu(), "copy_ from tpu to ", self.device(), " is not supported; copy through the CPU");

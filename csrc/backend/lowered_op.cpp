@@ -143,14 +143,21 @@ void append_key(std::string& key, const c10::IValue& v) {
 std::mutex g_meta_mu;
 std::unordered_map<std::string, std::vector<OutType>> g_meta_cache;
 
-// The tpu device the op runs on; checks every other tensor is on it (CPU scalars excepted, as on CUDA).
-int op_device(const std::vector<c10::IValue>& args) {
+// Index of the first tpu tensor's device among [begin, end), or -1.
+template <class It>
+int first_tpu_device(It begin, It end) {
   int device = -1;
-  for (const auto& v : args) {
-    for_each_tensor(v, [&](const at::Tensor& t) {
+  for (It it = begin; it != end; ++it) {
+    for_each_tensor(*it, [&](const at::Tensor& t) {
       if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && device < 0) device = t.device().index();
     });
   }
+  return device;
+}
+
+// The tpu device the op runs on; checks every other tensor is on it (CPU scalars excepted, as on CUDA).
+int op_device(const std::vector<c10::IValue>& args) {
+  int device = first_tpu_device(args.begin(), args.end());
   TORCH_INTERNAL_ASSERT(device >= 0, "tpu kernel called without a tpu tensor");
   for (const auto& v : args) {
     for_each_tensor(v, [&](const at::Tensor& t) {
@@ -366,12 +373,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Random ops draw from the tpu generator's host engine, so torch.manual_seed / tpu RNG state govern them.
   const auto& arguments = op.schema().arguments();
   size_t n = arguments.size();
-  int device = -1;
-  for (size_t i = 0; i < n; ++i) {
-    for_each_tensor((*stack)[stack->size() - n + i], [&](const at::Tensor& t) {
-      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && device < 0) device = t.device().index();
-    });
-  }
+  int device = first_tpu_device(stack->end() - n, stack->end());
   for (size_t i = 0; i < n; ++i) {
     c10::IValue& v = (*stack)[stack->size() - n + i];
     bool is_generator = arguments[i].type()->kind() == c10::TypeKind::GeneratorType ||
