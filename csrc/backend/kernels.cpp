@@ -2,6 +2,7 @@
 // registration of every lowered op (one boxed kernel serves the whole lowering table) and the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
@@ -94,6 +95,7 @@ const at::Tensor& tpu_resize_(const at::Tensor& self, c10::IntArrayRef size,
 at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: both tensors must be defined");
   if (self.numel() == 0) return self;
+  at::assert_no_internal_overlap(self);
   bool dst_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == c10::DeviceType::PrivateUse1;
   if (dst_tpu && src_tpu && self.device() == src.device()) {
@@ -154,6 +156,21 @@ at::Tensor& tpu_set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   return tpu_set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
 }
 
+// nn.Module._apply and Tensor.data assignment keep the Parameter object (and so tied weights and optimizers built
+// before .to("tpu")) only when this says the CPU and tpu tensor types may be swapped under one TensorImpl, as CPU
+// and CUDA may. tpu tensors are plain TensorImpls, so they may.
+bool tpu_has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided &&
+           (t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1) &&
+           !t.is_quantized() && !t.unsafeGetTensorImpl()->is_python_dispatch();
+  };
+  if (!dense(self) || !dense(from)) {
+    return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+  }
+  return true;
+}
+
 bool schema_exists(const std::string& name) {
   auto dot = name.find('.');
   std::string base = dot == std::string::npos ? name : name.substr(0, dot);
@@ -177,6 +194,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(tpu_set_source_storage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(tpu_set_storage));
   m.impl("set_.source_Tensor", TORCH_FN(tpu_set_source_tensor));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(tpu_has_compatible_shallow_copy_type));
   for (const auto& row : lowering_table()) {
     for (const auto& name : row.names) {
       if (schema_exists(name)) m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_lowered>());

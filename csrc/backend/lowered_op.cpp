@@ -1,7 +1,7 @@
 #include "backend/lowered_op.h"
 
 #include <ATen/ATen.h>
-#include <ATen/native/CPUFallback.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/TypeProperties.h>
 
 #include <algorithm>
@@ -21,8 +21,6 @@ std::mutex g_counts_mu;
 std::map<std::string, int64_t> g_fallbacks;
 std::map<std::string, int64_t> g_lowered;
 std::map<std::string, int64_t> g_host_ops;
-std::set<std::string> g_warned;
-std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::kWarn)};
 
 void count(std::map<std::string, int64_t>& m, const std::string& name) {
   std::lock_guard<std::mutex> lock(g_counts_mu);
@@ -218,6 +216,7 @@ class OpProgram final : public OpContext {
     int64_t largest = idx.max().item<int64_t>();
     TORCH_CHECK_INDEX(smallest >= lo && largest < hi, message);
   }
+  void update_arg(size_t i, const Value& value) override { program_.write(args_.at(i).toTensor(), value); }
 
  private:
   TensorProgram& program_;
@@ -233,7 +232,7 @@ std::string op_label(const c10::OperatorHandle& op) {
 
 }  // namespace
 
-void set_fallback_policy(FallbackPolicy policy) { g_policy = static_cast<int>(policy); }
+void count_fallback(const c10::OperatorHandle& op) { count(g_fallbacks, op_label(op)); }
 
 std::map<std::string, int64_t> fallback_counts() {
   std::lock_guard<std::mutex> lock(g_counts_mu);
@@ -306,6 +305,8 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   for (size_t i = 0; i < targets.size() && i < outs.size(); ++i) {
     if (outs[i].defined && targets[i].sizes() != c10::IntArrayRef(outs[i].sizes)) targets[i].resize_(outs[i].sizes);
+    // As on the CPU: a write through a tensor whose elements share memory (an expand) has no defined result.
+    at::assert_no_internal_overlap(targets[i]);
   }
 
   TensorProgram program(device);
@@ -346,44 +347,6 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     (void)ret;
     torch::jit::push(*stack, outputs.at(k++));
   }
-}
-
-void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::string name = op_label(op);
-  auto policy = static_cast<FallbackPolicy>(g_policy.load());
-  TORCH_CHECK_NOT_IMPLEMENTED(policy != FallbackPolicy::kError, "The operator '", name,
-                              "' has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running it on the CPU.");
-  count(g_fallbacks, name);
-  if (policy == FallbackPolicy::kWarn) {
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(g_counts_mu);
-      first = g_warned.insert(name).second;
-    }
-    if (first) {
-      TORCH_WARN("The operator '", name,
-                 "' has no tpu lowering yet and runs on the CPU (copying its tensors); set TORCH_TPU_FALLBACK=silent "
-                 "to hide this warning or =error to forbid it.");
-    }
-  }
-  run_on_host(op, stack);
-}
-
-void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  // Random ops draw from the tpu generator's host engine, so torch.manual_seed / tpu RNG state govern them.
-  const auto& arguments = op.schema().arguments();
-  size_t n = arguments.size();
-  int device = first_tpu_device(stack->end() - n, stack->end());
-  for (size_t i = 0; i < n; ++i) {
-    c10::IValue& v = (*stack)[stack->size() - n + i];
-    bool is_generator = arguments[i].type()->kind() == c10::TypeKind::GeneratorType ||
-                        (arguments[i].type()->kind() == c10::TypeKind::OptionalType &&
-                         arguments[i].type()->containedType(0)->kind() == c10::TypeKind::GeneratorType);
-    if (!is_generator) continue;
-    std::optional<at::Generator> gen = v.isNone() ? std::nullopt : std::optional<at::Generator>(v.toGenerator());
-    v = host_generator_for(gen, static_cast<c10::DeviceIndex>(std::max(device, 0)));
-  }
-  at::native::cpu_fallback(op, stack);
 }
 
 }  // namespace torch_tpu

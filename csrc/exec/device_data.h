@@ -7,10 +7,16 @@
 
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 
 #include "runtime/buffer.h"
 
 namespace torch_tpu {
+
+// Held exclusively by a program that donates storages' old buffers, from deciding to donate until the new buffers
+// are in place; every reader of a storage's buffer holds it shared. So no thread can pick up a buffer that another
+// thread's program is about to consume.
+std::shared_mutex& donation_mutex();
 
 class DeviceData {
  public:
@@ -22,6 +28,7 @@ class DeviceData {
   bool valid() const { return magic_ == kMagic; }
 
   std::shared_ptr<Buffer> buffer() const {
+    std::shared_lock<std::shared_mutex> donating(donation_mutex());
     std::lock_guard<std::mutex> lock(mu_);
     return buffer_;
   }

@@ -18,6 +18,19 @@ ViewSpec view_of(const at::Tensor& t) {
 
 TensorType type_of(const at::Tensor& t) { return TensorType{element_type_of(t.scalar_type()), t.sizes().vec()}; }
 
+// A tensor's conj and neg bits are part of its value: elements read through such a view are the stored ones
+// conjugated / negated, and a write stores the inverse. Both maps are involutions, so one function serves both.
+Value apply_bits(HloBuilder& b, const at::Tensor& t, Value v) {
+  if (t.is_conj() && is_complex(v.type.dtype)) {
+    TensorType part{v.type.dtype == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, v.type.dims};
+    Value re = b.op1("stablehlo.real", {v}, part);
+    Value im = b.unary("stablehlo.negate", b.op1("stablehlo.imag", {v}, part));
+    v = b.op1("stablehlo.complex", {re, im}, v.type);
+  }
+  if (t.is_neg()) v = b.unary("stablehlo.negate", v);
+  return v;
+}
+
 }  // namespace
 
 TensorProgram::StorageSlot& TensorProgram::slot(const at::Tensor& t) {
@@ -88,12 +101,12 @@ Value TensorProgram::read(const at::Tensor& t) {
   }
   ElementType dtype = element_type_of(t.scalar_type());
   StorageSlot& s = slot(t);
-  return read_view(b_, storage_value(s, dtype), view_of(t));
+  return apply_bits(b_, t, read_view(b_, storage_value(s, dtype), view_of(t)));
 }
 
 void TensorProgram::write(const at::Tensor& target, const Value& value) {
   TensorType type = type_of(target);
-  Value v = b_.broadcast_to(b_.convert(value, type.dtype), type.dims);
+  Value v = apply_bits(b_, target, b_.broadcast_to(b_.convert(value, type.dtype), type.dims));
   StorageSlot& s = slot(target);
   int64_t numel = s.nbytes / element_size(type.dtype);
   ViewSpec view = view_of(target);
@@ -112,24 +125,36 @@ at::Tensor TensorProgram::output(const Value& value, at::ScalarType dtype) {
   return t;
 }
 
+std::shared_mutex& donation_mutex() {
+  static std::shared_mutex mu;
+  return mu;
+}
+
 void TensorProgram::run() {
-  std::vector<Value> results;
   std::vector<StorageSlot*> targets;
+  bool may_donate = false;
   for (const void* key : slot_order_) {
     StorageSlot& s = slots_.at(key);
     if (!s.written) continue;
+    targets.push_back(&s);
+    may_donate = may_donate || s.arg_index >= 0;
+  }
+  if (targets.empty()) return;
+  // Deciding to donate and swapping in the new buffers happen under the donation lock (see device_data.h).
+  std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);
+  if (may_donate) donating.lock();
+  std::vector<Value> results;
+  for (StorageSlot* s : targets) {
     // Donate the old contents to the new when only this program still holds them (the storage, the slot and the
     // argument list): an in-place update then reuses the buffer instead of copying the storage.
-    bool same_type = s.buffer && s.buffer->element_type() == s.value.type.dtype &&
-                     s.buffer->dims() == s.value.type.dims;
-    if (s.arg_index >= 0 && same_type && s.buffer.use_count() == 3) {
-      b_.set_alias(static_cast<size_t>(s.arg_index), static_cast<int>(results.size()));
+    bool same_type = s->buffer && s->buffer->element_type() == s->value.type.dtype &&
+                     s->buffer->dims() == s->value.type.dims;
+    if (s->arg_index >= 0 && same_type && s->buffer.use_count() == 3) {
+      b_.set_alias(static_cast<size_t>(s->arg_index), static_cast<int>(results.size()));
       runtime_counters().donations++;
     }
-    results.push_back(s.value);
-    targets.push_back(&s);
+    results.push_back(s->value);
   }
-  if (results.empty()) return;
   const BackendState& state = backend_state();
   std::string text = b_.build(results);
   std::shared_ptr<Executable> exe = state.cache->get_or_compile(text);
@@ -137,6 +162,7 @@ void TensorProgram::run() {
   for (const auto& a : args_) raw_args.push_back(a.get());
   ExecuteResult r = exe->execute(raw_args, pjrt_device(device_));
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->data->set_buffer(r.outputs[i]);
+  if (donating.owns_lock()) donating.unlock();
   if (eager_mode() == EagerMode::kDebug) {
     r.done.await();  // errors surface at the op that caused them
   } else {
@@ -152,7 +178,8 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& target) {
   DeviceData& data = device_data(target.storage());
   int64_t storage_numel = static_cast<int64_t>(target.storage().nbytes()) / element_size(dtype);
   auto buffer = state.client->buffer_from_host(src.data_ptr(), dtype, {src.numel()}, {}, state.pjrt_index[device]);
-  bool whole = target.storage_offset() == 0 && target.is_contiguous() && target.numel() == storage_numel;
+  bool whole = target.storage_offset() == 0 && target.is_contiguous() && target.numel() == storage_numel &&
+               !target.is_conj() && !target.is_neg();
   if (whole) {
     data.set_buffer(std::move(buffer));
     return;
@@ -171,7 +198,8 @@ at::Tensor copy_device_to_host(const at::Tensor& src) {
   std::shared_ptr<Buffer> buffer = data.buffer();
   ElementType dtype = element_type_of(src.scalar_type());
   int64_t storage_numel = static_cast<int64_t>(src.storage().nbytes()) / element_size(dtype);
-  bool whole = src.storage_offset() == 0 && src.is_contiguous() && src.numel() == storage_numel;
+  bool whole = src.storage_offset() == 0 && src.is_contiguous() && src.numel() == storage_numel &&
+               !src.is_conj() && !src.is_neg();
   if (!buffer) {
     out.zero_();
     return out;

@@ -129,6 +129,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_nn_rules(rows);
     add_indexing_rules(rows);
     add_conv_rules(rows);
+    add_batch_norm_rules(rows);
     return rows;
   }();
   return table;

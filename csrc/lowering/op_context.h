@@ -43,6 +43,9 @@ class OpContext {
   // (e.g. a loss's ignore_index) are exempt.
   virtual void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message,
                                  std::optional<int64_t> ignore = std::nullopt) = 0;
+  // Replaces the contents of tensor argument i with `value` (converted to its dtype): for ATen ops that update an
+  // argument in place beyond their results (batch norm's running statistics).
+  virtual void update_arg(size_t i, const Value& value) = 0;
 
   // Argument helpers.
   // False for None and for undefined tensors (autograd passes absent optional tensors, e.g. a bias, that way).
@@ -88,6 +91,7 @@ void add_linalg_rules(std::vector<LoweringRow>& rows);
 void add_nn_rules(std::vector<LoweringRow>& rows);
 void add_indexing_rules(std::vector<LoweringRow>& rows);
 void add_conv_rules(std::vector<LoweringRow>& rows);
+void add_batch_norm_rules(std::vector<LoweringRow>& rows);
 
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);
