@@ -5,6 +5,9 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <torch/library.h>
@@ -186,6 +189,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  // Views, never copies: a fallback would return a copy that later writes to either side do not reach.
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
   m.impl("resize_", TORCH_FN(tpu_resize_));
   m.impl("copy_", TORCH_FN(tpu_copy_));
   m.impl("_copy_from", TORCH_FN(tpu_copy_from));

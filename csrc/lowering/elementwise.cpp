@@ -324,6 +324,15 @@ V isfinite_rule(OpContext& c) {
   return {c.b.op1("stablehlo.is_finite", {x}, {ElementType::kPred, x.type.dims})};
 }
 
+// isposinf / isneginf: equal to +inf / -inf (never true for integers); `sign` picks which.
+LoweringRule signed_inf_rule(double sign) {
+  return [sign](OpContext& c) -> V {
+    Value x = c.tensor(0);
+    if (!is_floating(x.type.dtype)) return {c.b.constant(0, ElementType::kPred, x.type.dims)};
+    return {c.b.compare(CompareDirection::kEq, x, c.b.constant(sign * INFINITY, x.type.dtype, x.type.dims))};
+  };
+}
+
 V nan_to_num_rule(OpContext& c) {
   TensorType o = c.out(0);
   Value x = c.operand(0, o.dtype, o.dims);
@@ -447,6 +456,8 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"isnan"}, isnan_rule});
   rows.push_back({{"isinf"}, isinf_rule});
   rows.push_back({{"isfinite"}, isfinite_rule});
+  rows.push_back({{"isposinf", "isposinf.out"}, signed_inf_rule(1.0)});
+  rows.push_back({{"isneginf", "isneginf.out"}, signed_inf_rule(-1.0)});
   rows.push_back({{"nan_to_num", "nan_to_num_", "nan_to_num.out"}, nan_to_num_rule});
 
   rows.push_back({{"where.self", "where.self_out"}, where_rule});
