@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import threading
 import types
-import warnings
 
 import torch
 
@@ -42,9 +41,7 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
         cfg = config.load()
         _C._set_fallback_policy(cfg.fallback)
-        if cfg.eager_mode == "fused":
-            warnings.warn("TORCH_TPU_EAGER_MODE=fused is not implemented yet; running in strict mode", stacklevel=2)
-        _C._set_eager_mode("debug" if cfg.eager_mode == "debug" else "strict")
+        _C._set_eager_mode(cfg.eager_mode)
         try:
             rt = runtime.get()
         except runtime.PluginUnavailableError:

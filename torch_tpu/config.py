@@ -4,7 +4,7 @@
 |--------------------------|-------------------------------------------------------------|--------------------|
 | TORCH_TPU_PJRT_PLUGIN    | path to a PJRT plugin .so (libtpu.so, XLA-CUDA, ...)        | XLA-CPU wheel      |
 | TPU_VISIBLE_CHIPS        | comma-separated device indices this process may use         | all                |
-| TORCH_TPU_EAGER_MODE     | debug / strict / fused (fused: not yet, runs strict)        | debug              |
+| TORCH_TPU_EAGER_MODE     | debug / strict / fused (DeferAndFuse)                       | debug              |
 | TORCH_TPU_FALLBACK       | what an op without a lowering does: error / warn / silent   | warn               |
 | TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
 | TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2                  |

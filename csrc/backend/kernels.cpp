@@ -15,6 +15,7 @@
 #include "backend/storage.h"
 #include "exec/state.h"
 #include "backend/lowered_op.h"
+#include "exec/graph.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 #include "lowering/views.h"
@@ -102,9 +103,7 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking
   bool dst_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == c10::DeviceType::PrivateUse1;
   if (dst_tpu && src_tpu && self.device() == src.device()) {
-    TensorProgram p(self.device().index());
-    p.write(self, p.read(src));
-    p.run();
+    with_program(self.device().index(), [&](TensorProgram& p) { p.write(self, p.read(src)); });
     return self;
   }
   if (dst_tpu && src_tpu) {  // between tpu devices: through the host

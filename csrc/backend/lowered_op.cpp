@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "backend/generator.h"
+#include "exec/graph.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 
@@ -140,6 +141,7 @@ void append_key(std::string& key, const c10::IValue& v) {
 
 std::mutex g_meta_mu;
 std::unordered_map<std::string, std::vector<OutType>> g_meta_cache;
+constexpr size_t kMetaCacheLimit = 8192;
 
 // Index of the first tpu tensor's device among [begin, end), or -1.
 template <class It>
@@ -206,15 +208,11 @@ class OpProgram final : public OpContext {
   Value runtime_scalar(const c10::Scalar& value, ElementType dtype) override {
     return program_.host_scalar(value, dtype);
   }
-  void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message,
-                         std::optional<int64_t> ignore) override {
-    at::Tensor idx = args_.at(i).toTensor();
-    if (idx.numel() == 0) return;
-    if (ignore) idx = idx.masked_fill(idx == *ignore, lo);
-    // Runs as small tpu programs of its own, then reads two scalars: a counted host sync.
-    int64_t smallest = idx.min().item<int64_t>();
-    int64_t largest = idx.max().item<int64_t>();
-    TORCH_CHECK_INDEX(smallest >= lo && largest < hi, message);
+  Value runtime_vector(const std::vector<c10::Scalar>& values, ElementType dtype) override {
+    return program_.host_vector(values, dtype);
+  }
+  void check(const Value& bad, const std::string& message, bool index_error, std::optional<Value> culprit) override {
+    program_.add_check(bad, message, index_error, culprit);
   }
   void update_arg(size_t i, const Value& value) override { program_.write(args_.at(i).toTensor(), value); }
 
@@ -270,7 +268,20 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Output shapes and dtypes (and PyTorch's own argument errors) come from the meta kernels.
   std::string key = name;
-  for (const auto& a : args) append_key(key, a);
+  // A Scalar argument (a number the program takes at run time) contributes its kind, not its value, so changing
+  // learning rates or step sizes reuse the entry; except where a Scalar sets the result's shape (arange, linspace).
+  bool shape_from_scalars = name.find("arange") != std::string::npos || name.find("linspace") != std::string::npos;
+  for (size_t i = 0; i < n; ++i) {
+    const c10::TypePtr& type = schema.arguments()[i].type();
+    bool number = type->kind() == c10::TypeKind::NumberType ||
+                  (type->kind() == c10::TypeKind::OptionalType &&
+                   type->containedType(0)->kind() == c10::TypeKind::NumberType);
+    if (number && !shape_from_scalars && (args[i].isDouble() || args[i].isInt() || args[i].isBool())) {
+      key += args[i].isDouble() ? "Nd;" : args[i].isInt() ? "Ni;" : "Nb;";
+    } else {
+      append_key(key, args[i]);
+    }
+  }
   std::vector<OutType> outs;
   bool cached = false;
   {
@@ -287,11 +298,15 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     try {
       op.callBoxed(&meta_stack);
     } catch (const c10::NotImplementedError&) {
-      run_fallback(op, stack);  // no meta kernel: output types unknown here
-      return;
+      // No meta kernel: the output types are unknown here, unless the op only writes its arguments.
+      if (!schema.returns().empty()) {
+        run_fallback(op, stack);
+        return;
+      }
     }
     outs = out_types_of(meta_stack);
     std::lock_guard<std::mutex> lock(g_meta_mu);
+    if (g_meta_cache.size() >= kMetaCacheLimit) g_meta_cache.clear();  // bounded, whatever the workload
     g_meta_cache.emplace(key, outs);
   }
 
@@ -303,38 +318,49 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for_each_tensor(args[i], [&](const at::Tensor& t) { targets.push_back(t); });
     }
   }
+  // Ops that return nothing (in-place _foreach_ ops, fused optimizers) produce their written arguments' new values.
+  if (schema.returns().empty()) {
+    outs.clear();
+    for (const at::Tensor& t : targets) {
+      OutType o;
+      o.defined = true;
+      o.dtype = t.scalar_type();
+      o.sizes = t.sizes().vec();
+      outs.push_back(std::move(o));
+    }
+  }
   for (size_t i = 0; i < targets.size() && i < outs.size(); ++i) {
     if (outs[i].defined && targets[i].sizes() != c10::IntArrayRef(outs[i].sizes)) targets[i].resize_(outs[i].sizes);
     // As on the CPU: a write through a tensor whose elements share memory (an expand) has no defined result.
     at::assert_no_internal_overlap(targets[i]);
   }
 
-  TensorProgram program(device);
-  std::string short_name = name.substr(name.rfind(':') + 1);
-  OpProgram ctx(program, short_name, args, outs);
-  std::vector<Value> results = row->rule(ctx);
-  TORCH_INTERNAL_ASSERT(results.size() == outs.size(), name, ": rule returned ", results.size(), " values for ",
-                        outs.size(), " outputs");
   std::vector<at::Tensor> outputs;
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!outs[i].defined) {
-      outputs.emplace_back();
-      continue;
+  std::string short_name = name.substr(name.rfind(':') + 1);
+  with_program(device, [&](TensorProgram& program) {
+    OpProgram ctx(program, short_name, args, outs);
+    std::vector<Value> results = row->rule(ctx);
+    TORCH_INTERNAL_ASSERT(results.size() == outs.size(), name, ": rule returned ", results.size(), " values for ",
+                          outs.size(), " outputs");
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!outs[i].defined) {
+        outputs.emplace_back();
+        continue;
+      }
+      Value v = results[i];
+      if (v.type.dims != outs[i].sizes) {
+        TORCH_INTERNAL_ASSERT(v.type.numel() == outs[i].numel(), name, ": rule produced ", v.type.str(),
+                              " but PyTorch expects ", c10::IntArrayRef(outs[i].sizes));
+        v = ctx.b.reshape(v, outs[i].sizes);
+      }
+      if (!targets.empty()) {
+        program.write(targets.at(i), v);
+        outputs.push_back(targets[i]);
+      } else {
+        outputs.push_back(program.output(v, outs[i].dtype));
+      }
     }
-    Value v = results[i];
-    if (v.type.dims != outs[i].sizes) {
-      TORCH_INTERNAL_ASSERT(v.type.numel() == outs[i].numel(), name, ": rule produced ", v.type.str(),
-                            " but PyTorch expects ", c10::IntArrayRef(outs[i].sizes));
-      v = ctx.b.reshape(v, outs[i].sizes);
-    }
-    if (!targets.empty()) {
-      program.write(targets.at(i), v);
-      outputs.push_back(targets[i]);
-    } else {
-      outputs.push_back(program.output(v, outs[i].dtype));
-    }
-  }
-  program.run();
+  });
   count(g_lowered, name);
 
   torch::jit::drop(*stack, n);

@@ -1,5 +1,9 @@
 #include "exec/sync.h"
 
+#include "exec/device_data.h"
+#include "exec/graph.h"
+#include "runtime/counters.h"
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -22,7 +26,29 @@ std::vector<Event> take(int device) {
 }
 }  // namespace
 
-void set_eager_mode(EagerMode mode) { g_mode = static_cast<int>(mode); }
+std::mutex g_sync_mu;
+std::map<std::string, int64_t> g_sync_reasons;
+
+void note_host_sync(const char* reason) {
+  runtime_counters().host_syncs++;
+  std::lock_guard<std::mutex> lock(g_sync_mu);
+  g_sync_reasons[reason]++;
+}
+
+std::map<std::string, int64_t> host_sync_counts() {
+  std::lock_guard<std::mutex> lock(g_sync_mu);
+  return g_sync_reasons;
+}
+
+void reset_host_sync_counts() {
+  std::lock_guard<std::mutex> lock(g_sync_mu);
+  g_sync_reasons.clear();
+}
+
+void set_eager_mode(EagerMode mode) {
+  flush_all_devices();  // a mode switch never strands recorded ops
+  g_mode = static_cast<int>(mode);
+}
 EagerMode eager_mode() { return static_cast<EagerMode>(g_mode.load()); }
 
 void track_pending(int device, Event event) {
@@ -41,6 +67,7 @@ void track_pending(int device, Event event) {
 }
 
 void synchronize_device(int device) {
+  flush_device(device);
   std::vector<Event> events = take(device);
   for (const auto& e : events) e.await();
 }
