@@ -519,12 +519,14 @@ LoweringRule triangle_rule(bool lower) {  // tril/triu(self, diagonal): keep col
   };
 }
 
-V cumsum_rule(OpContext& c) {  // cumsum(self, dim, dtype)
+V cumsum_rule(OpContext& c) {  // cumsum(self, dim, dtype); float16/bfloat16 accumulate in float32, as PyTorch's do
   TensorType o = c.out(0);
-  Value x = as_rank1(c.b, c.b.convert(c.tensor(0), o.dtype));
+  bool reduced = o.dtype == ElementType::kF16 || o.dtype == ElementType::kBF16;
+  Value x = as_rank1(c.b, c.b.convert(c.tensor(0), reduced ? ElementType::kF32 : o.dtype));
   int64_t d = c.dim(1, x.type.rank());
   if (o.numel() == 0) return {zeros(c.b, o)};
-  return {prefix_reduce(c.b, x, d, o.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", 0.0)};
+  Value r = prefix_reduce(c.b, x, d, o.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", 0.0);
+  return {c.b.convert(r, o.dtype)};
 }
 
 Value reverse(HloBuilder& b, const Value& x, const Dims& dims) {

@@ -85,6 +85,9 @@ Value as_vector(HloBuilder& b, const Value& v) { return v.type.rank() == 0 ? b.r
 LoweringRule softmax_rule(bool log) {  // _softmax(self, dim, half_to_float)
   return [log](OpContext& c) -> V {
     ElementType t = c.out(0).dtype;
+    at::ScalarType in = c.arg(0).toTensor().scalar_type();
+    TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(in) || at::isComplexType(in), "\"", log ? "log_softmax" : "softmax",
+                                "\" not implemented for '", c10::toString(in), "'");
     Value x = as_vector(c.b, c.b.convert(c.tensor(0), compute_type(t)));
     int64_t dim = c.dim(1, x.type.rank());
     return {c.b.convert(softmax_value(c.b, x, dim, log), t)};
