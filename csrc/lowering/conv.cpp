@@ -171,7 +171,16 @@ LoweringRule convolution_backward_rule(size_t shift) {
     std::vector<bool> mask = c.arg(10 - shift).toBoolList().vec();
     // Unrequested gradients are undefined outputs (no meta type); their slots hold a placeholder the kernel drops.
     V out(3, c.b.constant(0, g.type.dtype));
-    if (mask[0]) out[0] = transposed ? conv_forward(c.b, g, w, p) : conv_adjoint(c.b, g, w, p, x.type.dims);
+    if (mask[0]) {
+      if (transposed) {
+        // output_padding may reach past the stride (it only has to stay below stride or dilation): the plain
+        // convolution then yields extra trailing positions that no input element produced.
+        Value gx = conv_forward(c.b, g, w, p);
+        out[0] = gx.type.dims == x.type.dims ? gx : c.b.slice(gx, Ints(x.type.dims.size(), 0), x.type.dims);
+      } else {
+        out[0] = conv_adjoint(c.b, g, w, p, x.type.dims);
+      }
+    }
     if (mask[1]) {
       // A transposed convolution is the adjoint of a plain one mapping its output to its input.
       out[1] = transposed ? conv_weight_grad(c.b, g, x, p, w.type.dims) : conv_weight_grad(c.b, x, g, p, w.type.dims);

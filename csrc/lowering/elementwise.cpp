@@ -86,13 +86,23 @@ LoweringRule binary_fn(Value (*fn)(HloBuilder&, const Value&, const Value&)) {
   };
 }
 
+// Number argument i rounded to the result dtype first (PyTorch casts alpha/value to the tensor's dtype), then
+// converted to the compute type `t` and broadcast to the result shape.
+Value scalar_in_result_type(OpContext& c, size_t i, ElementType t) {
+  return c.b.convert(c.runtime_operand(i, c.out(0).dtype, c.out(0).dims), t);
+}
+
 // a + alpha * b (alpha is argument 2 when present).
 LoweringRule add_like(const std::string& op) {
   return [op](OpContext& c) -> V {
     TensorType o = c.out(0);
+    if (c.has(2) && !is_floating(o.dtype) && !is_complex(o.dtype)) {
+      TORCH_CHECK(!c.arg(2).toScalar().isFloatingPoint(),
+                  "For integral input tensors, argument alpha must not be a floating point number.");
+    }
     ElementType t = opmath_type(o.dtype);
     auto [a, b] = operands(c, t);
-    if (c.has(2) && c.scalar(2) != 1.0) b = c.b.binary("stablehlo.multiply", b, c.runtime_operand(2, t, o.dims));
+    if (c.has(2) && c.scalar(2) != 1.0) b = c.b.binary("stablehlo.multiply", b, scalar_in_result_type(c, 2, t));
     return {to_result(c, c.b.binary(op, a, b))};
   };
 }
@@ -112,6 +122,16 @@ Value as_pred(OpContext& c, size_t i) {
     return c.b.compare(CompareDirection::kNe, v, c.b.constant(0, v.type.dtype, dims));
   }
   return c.b.constant(c.scalar(i) != 0 ? 1 : 0, ElementType::kPred, dims);
+}
+
+LoweringRule bitwise(const std::string& op, const char* name) {
+  return [op, name](OpContext& c) -> V {
+    TensorType o = c.out(0);
+    TORCH_CHECK_NOT_IMPLEMENTED(!is_floating(o.dtype) && !is_complex(o.dtype), "\"", name, "\" not implemented for '",
+                                c10::toString(c.arg(0).toTensor().scalar_type()), "'");
+    auto [a, b] = operands(c, o.dtype);
+    return {c.b.binary(op, a, b)};
+  };
 }
 
 LoweringRule logical(const std::string& op) {
@@ -154,10 +174,9 @@ Value floor_divide_float(HloBuilder& b, const Value& x, const Value& y) {
   return b.select(b.compare(CompareDirection::kEq, y, k(0)), q, r);
 }
 
-V div_rule(OpContext& c) {
+V divide(OpContext& c, const std::string& mode) {
   TensorType o = c.out(0);
-  // div.out keeps its out tensor at position 2, where the _mode overloads have rounding_mode.
-  std::string mode = c.has(2) && c.arg(2).isString() ? c.arg(2).toStringRef() : "";
+  if (!mode.empty()) TORCH_CHECK_NOT_IMPLEMENTED(o.dtype != ElementType::kPred, "\"div_", mode, "\" not implemented for 'Bool'");
   if (is_floating(o.dtype) || is_complex(o.dtype)) {
     auto [a, b] = operands(c, opmath_type(o.dtype));
     Value q = mode == "floor" ? floor_divide_float(c.b, a, b) : c.b.binary("stablehlo.divide", a, b);
@@ -177,10 +196,17 @@ V div_rule(OpContext& c) {
   return {q};
 }
 
+V div_rule(OpContext& c) {
+  // div.out keeps its out tensor at position 2, where the _mode overloads have rounding_mode.
+  return divide(c, c.has(2) && c.arg(2).isString() ? c.arg(2).toStringRef() : "");
+}
+
 V pow_rule(OpContext& c) {
   TensorType o = c.out(0);
   HloBuilder& b = c.b;
-  TORCH_CHECK_NOT_IMPLEMENTED(o.dtype != ElementType::kPred, "\"pow\" not implemented for 'Bool'");
+  bool all_bool = o.dtype == ElementType::kPred;
+  for (size_t i = 0; i < 2; ++i) all_bool = all_bool || (c.is_tensor(i) && c.arg(i).toTensor().scalar_type() == at::kBool && c.is_tensor(1 - i) && c.arg(1 - i).toTensor().scalar_type() == at::kBool);
+  TORCH_CHECK_NOT_IMPLEMENTED(!all_bool, "\"pow\" not implemented for 'Bool'");
   bool integral = !is_floating(o.dtype) && !is_complex(o.dtype);
   if (integral) {
     if (!c.is_tensor(1)) {
@@ -235,6 +261,7 @@ V fill_rule(OpContext& c) { return {c.operand(1, c.out(0).dtype, c.out(0).dims)}
 V zero_rule(OpContext& c) { return {zeros(c.b, c.out(0))}; }
 
 V lerp_rule(OpContext& c) {  // as PyTorch: |w| < 0.5 ? self + w (end - self) : end - (end - self) (1 - w)
+  require_floating(c, "lerp");
   TensorType o = compute_out(c);
   HloBuilder& b = c.b;
   Value s = c.operand(0, o.dtype, o.dims), e = c.operand(1, o.dtype, o.dims), w = c.operand(2, o.dtype, o.dims);
@@ -248,10 +275,11 @@ V lerp_rule(OpContext& c) {  // as PyTorch: |w| < 0.5 ? self + w (end - self) : 
 
 LoweringRule addc(const std::string& op) {  // self + value * (t1 op t2)
   return [op](OpContext& c) -> V {
+    reject_bool(c, op == "stablehlo.multiply" ? "addcmul" : "addcdiv");
     TensorType o = compute_out(c);
     Value s = c.operand(0, o.dtype, o.dims), t1 = c.operand(1, o.dtype, o.dims), t2 = c.operand(2, o.dtype, o.dims);
     Value prod = c.b.binary(op, t1, t2);
-    if (c.has(3) && c.scalar(3) != 1.0) prod = c.b.binary("stablehlo.multiply", prod, c.runtime_operand(3, o.dtype, o.dims));
+    if (c.has(3) && c.scalar(3) != 1.0) prod = c.b.binary("stablehlo.multiply", prod, scalar_in_result_type(c, 3, o.dtype));
     return {to_result(c, c.b.binary("stablehlo.add", s, prod))};
   };
 }
@@ -409,6 +437,7 @@ V reciprocal_rule(OpContext& c) {
 }
 
 V remainder_rule(OpContext& c) {
+  reject_bool(c, "remainder");
   auto [a, b] = operands(c, c.out(0).dtype);
   return {python_mod(c.b, a, b)};
 }
@@ -498,8 +527,14 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"minimum", "minimum.out", "min.other", "min.out"}, binary_fn(nan_min)});
   rows.push_back({{"fmax", "fmax.out"}, binary_fn(fmax_value)});
   rows.push_back({{"fmin", "fmin.out"}, binary_fn(fmin_value)});
+  rows.push_back({{"floor_divide", "floor_divide_.Tensor", "floor_divide.out", "floor_divide.Scalar", "floor_divide_.Scalar"},
+                  [](OpContext& c) -> V { return divide(c, "floor"); }});
   rows.push_back({{"fmod.Tensor", "fmod_.Tensor", "fmod.Scalar", "fmod_.Scalar", "fmod.Tensor_out", "fmod.Scalar_out"},
-                  binary("stablehlo.remainder")});
+                  [](OpContext& c) -> V {
+                    reject_bool(c, "fmod");
+                    auto [a, b] = operands(c, c.out(0).dtype);
+                    return {c.b.binary("stablehlo.remainder", a, b)};
+                  }});
   rows.push_back({{"remainder.Tensor", "remainder_.Tensor", "remainder.Scalar", "remainder_.Scalar",
                    "remainder.Tensor_out", "remainder.Scalar_out"},
                   remainder_rule});
@@ -557,13 +592,13 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"logical_not", "logical_not_", "logical_not.out"}, logical_not_rule});
   rows.push_back({{"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out", "bitwise_and.Scalar",
                    "bitwise_and_.Scalar"},
-                  binary("stablehlo.and")});
+                  bitwise("stablehlo.and", "bitwise_and")});
   rows.push_back({{"bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", "bitwise_or.Scalar",
                    "bitwise_or_.Scalar"},
-                  binary("stablehlo.or")});
+                  bitwise("stablehlo.or", "bitwise_or")});
   rows.push_back({{"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", "bitwise_xor.Scalar",
                    "bitwise_xor_.Scalar"},
-                  binary("stablehlo.xor")});
+                  bitwise("stablehlo.xor", "bitwise_xor")});
   rows.push_back({{"bitwise_not", "bitwise_not_", "bitwise_not.out"}, bitwise_not_rule});
   rows.push_back({{"isnan"}, isnan_rule});
   rows.push_back({{"isinf"}, isinf_rule});

@@ -63,16 +63,17 @@ Value is_nan(HloBuilder& b, const Value& x) {
   return b.compare(CompareDirection::kNe, x, x);
 }
 
+// Floats: x > y ? x : y, so ties (0. vs -0.) give y as PyTorch's vectorized CPU kernels do; then NaN wins.
 Value nan_max(HloBuilder& b, const Value& x, const Value& y) {
-  Value m = b.binary("stablehlo.maximum", x, y);
-  if (!is_floating(x.type.dtype)) return m;
-  return b.select(is_nan(b, x), x, b.select(is_nan(b, y), y, m));
+  if (!is_floating(x.type.dtype)) return b.binary("stablehlo.maximum", x, y);
+  Value m = b.select(b.compare(CompareDirection::kGt, x, y), x, y);
+  return b.select(is_nan(b, x), x, m);
 }
 
 Value nan_min(HloBuilder& b, const Value& x, const Value& y) {
-  Value m = b.binary("stablehlo.minimum", x, y);
-  if (!is_floating(x.type.dtype)) return m;
-  return b.select(is_nan(b, x), x, b.select(is_nan(b, y), y, m));
+  if (!is_floating(x.type.dtype)) return b.binary("stablehlo.minimum", x, y);
+  Value m = b.select(b.compare(CompareDirection::kLt, x, y), x, y);
+  return b.select(is_nan(b, x), x, m);
 }
 
 Value fmax_value(HloBuilder& b, const Value& x, const Value& y) {

@@ -214,6 +214,67 @@ V vector_norm_rule(OpContext& c) {  // linalg_vector_norm(self, ord, dim, keepdi
   return done(c.b.binary("stablehlo.power", s, c.b.constant(1.0 / ord, t, s.type.dims)));
 }
 
+// histc(self, bins, min, max) as CUDA computes it, for floating and integer inputs: the result has the input's
+// dtype; min == max takes the data's min and max (widened by 1 each way if they are equal too); elements outside
+// [min, max] (and NaN) are ignored; bin = (x - min) * bins / (max - min), the max edge falling in the last bin.
+// Integer inputs truncate the bounds and bin in integer arithmetic. Where CUDA raises because the data's range is
+// not finite (a check that needs the data on the host), float results are NaN instead.
+V histc_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  HloBuilder& b = c.b;
+  int64_t bins = c.has(1) ? c.integer(1) : 100;
+  TORCH_CHECK_NOT_IMPLEMENTED(o.dtype != ElementType::kPred, "\"histc\" not implemented for 'Bool'");
+  Value input = c.tensor(0);
+  if (input.type.numel() == 0) return {zeros(b, o)};
+  bool integral = !is_floating(o.dtype);
+  ElementType t = integral ? ElementType::kS64 : opmath_type(o.dtype);
+  Value x = b.reshape(b.convert(input, t), {input.type.numel()});
+  int64_t n = x.type.numel();
+  double lo_arg = c.has(2) ? c.scalar(2) : 0.0, hi_arg = c.has(3) ? c.scalar(3) : 0.0;
+  if (integral) {
+    lo_arg = static_cast<double>(static_cast<int64_t>(lo_arg));
+    hi_arg = static_cast<double>(static_cast<int64_t>(hi_arg));
+  }
+  // Program arguments, not constants: XLA would fold (max - min) and divide by its reciprocal, moving bin edges.
+  Value lo = c.runtime_scalar(c10::Scalar(lo_arg), t), hi = c.runtime_scalar(c10::Scalar(hi_arg), t);
+  if (lo_arg == hi_arg) {
+    lo = reduce_nan_min(b, x, {0});
+    hi = reduce_nan_max(b, x, {0});
+    Value same = b.compare(CompareDirection::kEq, lo, hi);
+    lo = b.select(same, b.binary("stablehlo.subtract", lo, b.constant(1, t)), lo);
+    hi = b.select(same, b.binary("stablehlo.add", hi, b.constant(1, t)), hi);
+  }
+  Value lo_n = b.broadcast_to(lo, {n}), hi_n = b.broadcast_to(hi, {n});
+  Value inside = b.binary("stablehlo.and", b.compare(CompareDirection::kGe, x, lo_n), b.compare(CompareDirection::kLe, x, hi_n));
+  Value pos = b.binary("stablehlo.divide",
+                       b.binary("stablehlo.multiply", b.binary("stablehlo.subtract", x, lo_n), b.constant(static_cast<double>(bins), t, {n})),
+                       b.binary("stablehlo.subtract", hi_n, lo_n));
+  Value bin = b.convert(b.select(inside, pos, b.constant(0, t, {n})), ElementType::kS64);
+  Value last = b.constant(static_cast<double>(bins - 1), ElementType::kS64, {n});
+  bin = b.select(b.compare(CompareDirection::kGt, bin, last), last, bin);
+  // Elements outside the range go to index `bins`, which the scatter drops as out of bounds.
+  bin = b.select(inside, bin, b.constant(static_cast<double>(bins), ElementType::kS64, {n}));
+  ElementType acc = integral ? ElementType::kS64 : ElementType::kF32;
+  if (o.dtype == ElementType::kF64) acc = ElementType::kF64;
+  TensorType scalar{acc, {}};
+  std::string body = b.region({scalar, scalar}, [&](HloBuilder& rb, const V& args) -> V {
+    return {rb.binary("stablehlo.add", args[0], args[1])};
+  });
+  Value counts = b.op1("stablehlo.scatter", {b.constant(0, acc, {bins}), b.reshape(bin, {n, 1}), b.constant(1, acc, {n})},
+                       {acc, {bins}},
+                       "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+                       "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+                       "unique_indices = false",
+                       {body});
+  Value r = b.convert(counts, o.dtype);
+  if (!integral) {
+    Value finite = b.binary("stablehlo.and", b.op1("stablehlo.is_finite", {lo}, {ElementType::kPred, {}}),
+                            b.op1("stablehlo.is_finite", {hi}, {ElementType::kPred, {}}));
+    r = b.select(b.broadcast_to(finite, {bins}), r, b.constant(NAN, o.dtype, {bins}));
+  }
+  return {r};
+}
+
 }  // namespace
 
 void add_reduction_rules(Rows& rows) {
@@ -235,6 +296,7 @@ void add_reduction_rules(Rows& rows) {
   rows.push_back({{"all", "all.dim", "all.dims", "all.out", "all.dims_out", "all.all_out"}, bool_reduce(true)});
   rows.push_back({{"any", "any.dim", "any.dims", "any.out", "any.dims_out", "any.all_out"}, bool_reduce(false)});
   rows.push_back({{"linalg_vector_norm", "linalg_vector_norm.out"}, vector_norm_rule});
+  rows.push_back({{"histc", "histc.out"}, histc_rule});
 }
 
 }  // namespace torch_tpu
