@@ -196,6 +196,22 @@ V divide(OpContext& c, const std::string& mode) {
   return {q};
 }
 
+// Floor and trunc division of bools: PyTorch has no kernel (raised before the meta kernel's own wording).
+ArgumentPrep reject_bool_division(bool always_floor) {
+  return [always_floor](std::vector<c10::IValue>& args) {
+    if (args.size() < 2) return;
+    bool rounding = always_floor || (args.size() > 2 && args[2].isString());
+    if (!rounding) return;
+    for (size_t i = 0; i < 2; ++i) {
+      const c10::IValue& v = args[i];
+      bool is_bool = v.isTensor() ? v.toTensor().scalar_type() == at::kBool : v.isBool();
+      if (!is_bool) return;
+    }
+    std::string mode = always_floor ? "floor" : args[2].toStringRef();
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"div_", mode, "\" not implemented for 'Bool'");
+  };
+}
+
 V div_rule(OpContext& c) {
   // div.out keeps its out tensor at position 2, where the _mode overloads have rounding_mode.
   return divide(c, c.has(2) && c.arg(2).isString() ? c.arg(2).toStringRef() : "");
@@ -211,6 +227,12 @@ V pow_rule(OpContext& c) {
   if (integral) {
     if (!c.is_tensor(1)) {
       TORCH_CHECK(c.integer(1) >= 0, "Integers to negative integer powers are not allowed.");
+      // PyTorch converts the exponent to the tensor's dtype first.
+      at::ScalarType st = c.arg(0).toTensor().scalar_type();
+      double e = c.scalar(1);
+      TORCH_CHECK(o.dtype == ElementType::kS64 || (e >= lowest(o.dtype) && e <= highest(o.dtype)),
+                  "value cannot be converted to type ", st == at::kByte ? "uint8_t" : st == at::kChar ? "int8_t"
+                  : st == at::kShort ? "int16_t" : "int32_t", " without overflow");
       return {integer_pow_const(b, c.operand(0, o.dtype, o.dims), static_cast<uint64_t>(c.integer(1)))};
     }
     auto [x, e] = operands(c, o.dtype);
@@ -522,13 +544,13 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, binary("stablehlo.multiply")});
   rows.push_back({{"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
                    "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode", "div_.Scalar_mode"},
-                  div_rule});
+                  div_rule, reject_bool_division(false)});
   rows.push_back({{"maximum", "maximum.out", "max.other", "max.out"}, binary_fn(nan_max)});
   rows.push_back({{"minimum", "minimum.out", "min.other", "min.out"}, binary_fn(nan_min)});
   rows.push_back({{"fmax", "fmax.out"}, binary_fn(fmax_value)});
   rows.push_back({{"fmin", "fmin.out"}, binary_fn(fmin_value)});
   rows.push_back({{"floor_divide", "floor_divide_.Tensor", "floor_divide.out", "floor_divide.Scalar", "floor_divide_.Scalar"},
-                  [](OpContext& c) -> V { return divide(c, "floor"); }});
+                  [](OpContext& c) -> V { return divide(c, "floor"); }, reject_bool_division(true)});
   rows.push_back({{"fmod.Tensor", "fmod_.Tensor", "fmod.Scalar", "fmod_.Scalar", "fmod.Tensor_out", "fmod.Scalar_out"},
                   [](OpContext& c) -> V {
                     reject_bool(c, "fmod");

@@ -54,6 +54,18 @@ V mean_rule(OpContext& c) {
   return {c.b.convert(m, c.out(0).dtype)};
 }
 
+// PyTorch's wording for integer inputs of mean() without a dtype (the meta kernel words it differently).
+ArgumentPrep mean_dtype_check(size_t dtype_arg) {
+  return [dtype_arg](std::vector<c10::IValue>& args) {
+    if (args.empty() || !args[0].isTensor()) return;
+    at::ScalarType in = args[0].toTensor().scalar_type();
+    bool has_dtype = dtype_arg < args.size() && !args[dtype_arg].isNone();
+    TORCH_CHECK(has_dtype || at::isFloatingType(in) || at::isComplexType(in),
+                "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
+                c10::toString(in));
+  };
+}
+
 V prod_rule(OpContext& c) {
   auto [x, dims] = reduce_input(c, opmath_type(c.out(0).dtype));
   Value p = x.type.dtype == ElementType::kPred ? c.b.reduce(x, c.b.constant(1, x.type.dtype), dims, "stablehlo.and")
@@ -196,6 +208,13 @@ LoweringRule bool_reduce(bool all) {
   };
 }
 
+void vector_norm_check(std::vector<c10::IValue>& args) {
+  if (args.empty() || !args[0].isTensor()) return;
+  at::ScalarType in = args[0].toTensor().scalar_type();
+  TORCH_CHECK(at::isFloatingType(in) || at::isComplexType(in),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", c10::toString(in));
+}
+
 V vector_norm_rule(OpContext& c) {  // linalg_vector_norm(self, ord, dim, keepdim, dtype)
   ElementType t = opmath_type(c.out(0).dtype);
   Value x = c.b.unary("stablehlo.abs", c.b.convert(c.tensor(0), t));
@@ -279,7 +298,8 @@ V histc_rule(OpContext& c) {
 
 void add_reduction_rules(Rows& rows) {
   rows.push_back({{"sum", "sum.dim_IntList", "sum.IntList_out"}, sum_rule});
-  rows.push_back({{"mean", "mean.dim", "mean.out"}, mean_rule});
+  rows.push_back({{"mean"}, mean_rule, mean_dtype_check(1)});
+  rows.push_back({{"mean.dim", "mean.out"}, mean_rule, mean_dtype_check(3)});
   rows.push_back({{"prod", "prod.dim_int", "prod.int_out"}, prod_rule});
   rows.push_back({{"amax", "amax.out"}, amax_amin(true), check_extreme(Extreme::kAmax, "amax")});
   rows.push_back({{"amin", "amin.out"}, amax_amin(false), check_extreme(Extreme::kAmax, "amin")});
@@ -295,7 +315,7 @@ void add_reduction_rules(Rows& rows) {
   rows.push_back({{"std_mean.correction"}, std_mean_rule});
   rows.push_back({{"all", "all.dim", "all.dims", "all.out", "all.dims_out", "all.all_out"}, bool_reduce(true)});
   rows.push_back({{"any", "any.dim", "any.dims", "any.out", "any.dims_out", "any.all_out"}, bool_reduce(false)});
-  rows.push_back({{"linalg_vector_norm", "linalg_vector_norm.out"}, vector_norm_rule});
+  rows.push_back({{"linalg_vector_norm", "linalg_vector_norm.out"}, vector_norm_rule, vector_norm_check});
   rows.push_back({{"histc", "histc.out"}, histc_rule});
 }
 
