@@ -390,8 +390,9 @@ V tanh_backward_rule(OpContext& c) {  // g * (1 - y^2)
 V threshold_backward_rule(OpContext& c) {  // grad where self > threshold else 0
   TensorType o = c.out(0);
   Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
-  Value keep = c.b.compare(CompareDirection::kGt, x, c.operand(2, o.dtype, o.dims));
-  return {c.b.select(keep, g, zeros(c.b, o))};
+  // As PyTorch: x <= threshold ? 0 : grad, so a NaN input passes its gradient through.
+  Value drop = c.b.compare(CompareDirection::kLe, x, c.operand(2, o.dtype, o.dims));
+  return {c.b.select(drop, zeros(c.b, o), g)};
 }
 
 V relu_rule(OpContext& c) {
@@ -419,9 +420,10 @@ V leaky_relu_backward_rule(OpContext& c) {  // (grad, self, negative_slope, self
 V hardtanh_backward_rule(OpContext& c) {  // (grad, self, min_val, max_val)
   TensorType o = c.out(0);
   Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
-  Value inside = c.b.binary("stablehlo.and", c.b.compare(CompareDirection::kGt, x, c.operand(2, o.dtype, o.dims)),
-                            c.b.compare(CompareDirection::kLt, x, c.operand(3, o.dtype, o.dims)));
-  return {c.b.select(inside, g, zeros(c.b, o))};
+  // As PyTorch: x <= min || x >= max ? 0 : grad (NaN passes the gradient through).
+  Value outside = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kLe, x, c.operand(2, o.dtype, o.dims)),
+                             c.b.compare(CompareDirection::kGe, x, c.operand(3, o.dtype, o.dims)));
+  return {c.b.select(outside, zeros(c.b, o), g)};
 }
 
 V logit_rule(OpContext& c) {  // log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given
@@ -601,6 +603,12 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"sigmoid_backward", "sigmoid_backward.grad_input"}, sigmoid_backward_rule});
   rows.push_back({{"tanh_backward", "tanh_backward.grad_input"}, tanh_backward_rule});
   rows.push_back({{"threshold_backward", "threshold_backward.grad_input"}, threshold_backward_rule});
+  rows.push_back({{"threshold", "threshold_", "threshold.out"}, [](OpContext& c) -> V {  // x <= threshold ? value : x
+                    TensorType o = c.out(0);
+                    Value x = c.operand(0, o.dtype, o.dims);
+                    Value drop = c.b.compare(CompareDirection::kLe, x, c.operand(1, o.dtype, o.dims));
+                    return {c.b.select(drop, c.operand(2, o.dtype, o.dims), x)};
+                  }});
 
   rows.push_back({{"eq.Tensor", "eq_.Tensor", "eq.Tensor_out", "eq.Scalar", "eq_.Scalar", "eq.Scalar_out"}, compare(CompareDirection::kEq)});
   rows.push_back({{"ne.Tensor", "ne_.Tensor", "ne.Tensor_out", "ne.Scalar", "ne_.Scalar", "ne.Scalar_out"}, compare(CompareDirection::kNe)});

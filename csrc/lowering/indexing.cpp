@@ -287,6 +287,12 @@ V scatter_reduce_rule(OpContext& c) {
   Value points = full_points(c.b, index, d, r);
   Value base = include_self ? s : scatter_points(c.b, s, all, points, c.b.constant(identity, t, index.type.dims), "");
   Value out = scatter_points(c.b, base, all, points, src, op);
+  if ((mode == "amax" || mode == "amin") && is_floating(t)) {  // XLA's max/min may drop a NaN; PyTorch keeps it
+    Value src_nan = c.b.compare(CompareDirection::kNe, src, src);
+    Value hit_nan = scatter_points(c.b, c.b.constant(0, ElementType::kPred, s.type.dims), all, points, src_nan, "stablehlo.add");
+    hit_nan = c.b.binary("stablehlo.or", hit_nan, c.b.compare(CompareDirection::kNe, base, base));
+    out = c.b.select(hit_nan, c.b.constant(NAN, t, s.type.dims), out);
+  }
   if (mode == "mean") {
     Value count = scatter_points(c.b, c.b.constant(include_self ? 1 : 0, t, s.type.dims), all, points,
                                  c.b.constant(1, t, index.type.dims), "stablehlo.add");

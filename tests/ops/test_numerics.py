@@ -555,3 +555,69 @@ def test_fuzz() -> None:
             failures.append(f"{name} {[(a.dtype, tuple(a.shape)) for a in args]}: {str(error)[:300]}")
     assert count > 300
     assert not failures, f"{len(failures)} of {count} cases differ:\n" + "\n".join(failures[:20])
+
+
+# ---- found on the way: NaN/Inf in pooling, scatter_reduce, activation backwards, half-precision losses ---------
+
+
+POOL_INPUT = t([[1.0, nan, 3.0, -1.0], [inf, 2.0, -inf, 0.5], [0.1, 0.2, 0.3, 0.4], [nan, nan, 1.0, 2.0]])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda v: F.max_pool2d(v, 2, return_indices=True),
+        lambda v: F.max_pool2d(v, 2, 1, return_indices=True),
+        lambda v: F.adaptive_avg_pool2d(v, 3),
+        lambda v: F.adaptive_avg_pool2d(v, 1),
+        lambda v: F.adaptive_avg_pool2d(v, (2, 3)),
+        lambda v: F.avg_pool2d(v, 2),
+    ],
+)
+def test_pooling_specials(fn: Callable[..., Any]) -> None:
+    compare(fn, POOL_INPUT.reshape(1, 1, 4, 4))
+    compare(fn, POOL_INPUT.reshape(1, 4, 4).half())
+
+
+@pytest.mark.parametrize("mode", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_nan(mode: str, include_self: bool) -> None:
+    index = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3, 0, 1, 2, 3, 0, 1, 2, 3])
+    base = t([0.0, nan, 0.0, 0.0])
+    compare(
+        lambda s, i, v: s.scatter_reduce(0, i, v, mode, include_self=include_self), base, index, POOL_INPUT.flatten()
+    )
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        F.relu,
+        F.hardtanh,
+        F.relu6,
+        lambda v: F.threshold(v, 0.5, -1.0),
+        F.leaky_relu,
+    ],
+)
+def test_activation_backward_nan(fn: Callable[..., Any]) -> None:
+    def grad_of(v: torch.Tensor) -> torch.Tensor:
+        v = v.detach().requires_grad_()
+        return torch.autograd.grad(fn(v).sum(), v)[0]
+
+    compare(grad_of, t([-2.0, -1.0, 0.0, 0.5, 1.0, 6.0, 7.0, nan, inf, -inf]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        F.mse_loss,
+        F.smooth_l1_loss,
+        F.huber_loss,
+        lambda a, b: F.mse_loss(a, b, reduction="sum"),
+    ],
+)
+def test_half_losses_round_elements(dtype: torch.dtype, fn: Callable[..., Any]) -> None:
+    a = t([300.0, -300.0, 100.0, 0.5, 2.0]).to(dtype)
+    compare(fn, a, torch.zeros(5, dtype=dtype))
+    compare(fn, a / 100, torch.ones(5, dtype=dtype), rtol=1e-2, atol=1e-2)
