@@ -443,11 +443,16 @@ V logit_backward_rule(OpContext& c) {  // (grad, self, eps?): grad / (x (1 - x))
   Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
   Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), x);
   Value d = c.b.binary("stablehlo.divide", g, c.b.binary("stablehlo.multiply", x, one_minus));
-  if (!c.has(2)) return {to_result(c, d)};
-  double eps = c.scalar(2);
-  Value inside = c.b.binary("stablehlo.and", c.b.compare(CompareDirection::kGe, x, c.b.constant(eps, o.dtype, o.dims)),
-                            c.b.compare(CompareDirection::kLe, x, c.b.constant(1 - eps, o.dtype, o.dims)));
-  return {to_result(c, c.b.select(inside, d, zeros(c.b, o)))};
+  // Outside [lo, hi] PyTorch gives 0 with eps and NaN without (where lo, hi = 0, 1); a NaN x stays NaN.
+  double eps = c.has(2) ? c.scalar(2) : 0.0;
+  Value outside = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kLt, x, c.b.constant(eps, o.dtype, o.dims)),
+                             c.b.compare(CompareDirection::kGt, x, c.b.constant(1 - eps, o.dtype, o.dims)));
+  if (!c.has(2)) {  // at 0 and 1 (-0. included) PyTorch gives grad * inf
+    Value edge = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kEq, x, zeros(c.b, o)),
+                            c.b.compare(CompareDirection::kEq, x, c.b.constant(1, o.dtype, o.dims)));
+    d = c.b.select(edge, c.b.binary("stablehlo.multiply", g, c.b.constant(INFINITY, o.dtype, o.dims)), d);
+  }
+  return {to_result(c, c.b.select(outside, c.has(2) ? zeros(c.b, o) : c.b.constant(NAN, o.dtype, o.dims), d))};
 }
 
 V trunc_rule(OpContext& c) {

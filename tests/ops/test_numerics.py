@@ -597,6 +597,8 @@ def test_scatter_reduce_nan(mode: str, include_self: bool) -> None:
         F.relu6,
         lambda v: F.threshold(v, 0.5, -1.0),
         F.leaky_relu,
+        lambda v: torch.logit(v / 8),
+        lambda v: torch.logit(v / 8, 1e-3),
     ],
 )
 def test_activation_backward_nan(fn: Callable[..., Any]) -> None:
