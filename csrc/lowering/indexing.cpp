@@ -284,6 +284,12 @@ V scatter_reduce_rule(OpContext& c) {
   Value points = full_points(c.b, index, d, r);
   Value base = include_self ? s : scatter_points(c.b, s, all, points, c.b.constant(identity, t, index.type.dims), "");
   Value out = scatter_points(c.b, base, all, points, src, op);
+  if ((mode == "amax" || mode == "amin") && is_floating(t)) {  // XLA's max/min may drop a NaN; PyTorch keeps it
+    Value src_nan = c.b.compare(CompareDirection::kNe, src, src);
+    Value hit_nan = scatter_points(c.b, c.b.constant(0, ElementType::kPred, s.type.dims), all, points, src_nan, "stablehlo.add");
+    hit_nan = c.b.binary("stablehlo.or", hit_nan, c.b.compare(CompareDirection::kNe, base, base));
+    out = c.b.select(hit_nan, c.b.constant(NAN, t, s.type.dims), out);
+  }
   if (mode == "mean") {
     Value count = scatter_points(c.b, c.b.constant(include_self ? 1 : 0, t, s.type.dims), all, points,
                                  c.b.constant(1, t, index.type.dims), "stablehlo.add");
@@ -520,12 +526,14 @@ LoweringRule triangle_rule(bool lower) {  // tril/triu(self, diagonal): keep col
   };
 }
 
-V cumsum_rule(OpContext& c) {  // cumsum(self, dim, dtype)
+V cumsum_rule(OpContext& c) {  // cumsum(self, dim, dtype); float16/bfloat16 accumulate in float32, as PyTorch's do
   TensorType o = c.out(0);
-  Value x = as_rank1(c.b, c.b.convert(c.tensor(0), o.dtype));
+  bool reduced = o.dtype == ElementType::kF16 || o.dtype == ElementType::kBF16;
+  Value x = as_rank1(c.b, c.b.convert(c.tensor(0), reduced ? ElementType::kF32 : o.dtype));
   int64_t d = c.dim(1, x.type.rank());
   if (o.numel() == 0) return {zeros(c.b, o)};
-  return {prefix_reduce(c.b, x, d, o.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", 0.0)};
+  Value r = prefix_reduce(c.b, x, d, o.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", 0.0);
+  return {c.b.convert(r, o.dtype)};
 }
 
 Value reverse(HloBuilder& b, const Value& x, const Dims& dims) {
