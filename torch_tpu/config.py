@@ -8,6 +8,7 @@
 | TORCH_TPU_FALLBACK       | what an op without a lowering does: error / warn / silent   | warn               |
 | TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
 | TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2                  |
+| TORCH_TPU_DUMP_DIR       | write every compiled program's StableHLO text here          | unset (no dumps)   |
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Config:
     fallback: str
     cache_dir: str | None
     cpu_devices: int
+    dump_dir: str | None = None
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -63,4 +65,5 @@ def load(env: dict[str, str] | None = None) -> Config:
         fallback=_choice("TORCH_TPU_FALLBACK", e.get("TORCH_TPU_FALLBACK", "warn"), FALLBACK_POLICIES),
         cache_dir=_cache_dir(e.get("TORCH_TPU_CACHE_DIR")),
         cpu_devices=int(e.get("TORCH_TPU_CPU_DEVICES", "2")),
+        dump_dir=os.path.expanduser(e["TORCH_TPU_DUMP_DIR"]) if e.get("TORCH_TPU_DUMP_DIR") else None,
     )

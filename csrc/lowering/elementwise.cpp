@@ -72,11 +72,27 @@ V round_decimals_rule(OpContext& c) {  // round(self, *, decimals): nearbyint(x 
 
 V abs_rule(OpContext& c) {
   reject_bool(c, "abs");
+  Value in = c.tensor(0);
+  if (is_complex(in.type.dtype)) {  // |z| is real: take it before converting to the (real) result type
+    TensorType part{in.type.dtype == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, in.type.dims};
+    return {c.b.convert(c.b.op1("stablehlo.abs", {in}, part), c.out(0).dtype)};
+  }
   Value x = c.operand(0, c.out(0).dtype, c.out(0).dims);
   return {is_unsigned_integer(x.type.dtype) ? x : c.b.unary("stablehlo.abs", x)};
 }
 
-V sign_rule(OpContext& c) { return {sign_value(c.b, c.operand(0, c.out(0).dtype, c.out(0).dims))}; }
+V sign_rule(OpContext& c) {
+  Value x = c.operand(0, c.out(0).dtype, c.out(0).dims);
+  if (!is_complex(x.type.dtype)) return {sign_value(c.b, x)};
+  // sgn(z) = z / |z|, and 0 at 0.
+  TensorType part{x.type.dtype == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, x.type.dims};
+  Value mag = c.b.op1("stablehlo.abs", {x}, part);
+  Value zero = c.b.constant(0, part.dtype, part.dims);
+  Value is_zero = c.b.compare(CompareDirection::kEq, mag, zero);
+  Value safe = c.b.select(is_zero, c.b.constant(1, part.dtype, part.dims), mag);
+  Value unit = c.b.binary("stablehlo.divide", x, c.b.op1("stablehlo.complex", {safe, zero}, x.type));
+  return {c.b.select(is_zero, c.b.constant(0, x.type.dtype, x.type.dims), unit)};
+}
 
 // Binary rule on NaN-aware helpers (maximum/minimum/fmax/fmin).
 LoweringRule binary_fn(Value (*fn)(HloBuilder&, const Value&, const Value&)) {

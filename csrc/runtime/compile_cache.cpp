@@ -1,5 +1,7 @@
 #include "runtime/compile_cache.h"
 
+#include <cstdio>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,6 +88,20 @@ std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir
     }
   }
   runtime_counters().cache_misses++;
+  std::string dump;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dump = dump_directory_;
+  }
+  if (!dump.empty()) {
+    char name[40];
+    std::snprintf(name, sizeof(name), "/program-%016llx.mlir", static_cast<unsigned long long>(stable_hash(mlir)));
+    std::FILE* f = std::fopen((dump + name).c_str(), "w");
+    if (f != nullptr) {
+      std::fwrite(mlir.data(), 1, mlir.size(), f);
+      std::fclose(f);
+    }
+  }
   std::shared_ptr<Executable> executable = load_from_disk(key);
   if (executable) {
     runtime_counters().disk_cache_hits++;
@@ -100,6 +116,12 @@ std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir
   std::lock_guard<std::mutex> lock(mu_);
   auto inserted = entries_.emplace(std::move(key), executable);
   return inserted.first->second;
+}
+
+void CompileCache::set_dump_directory(const std::string& dir) {
+  if (!dir.empty()) make_dirs(dir);
+  std::lock_guard<std::mutex> lock(mu_);
+  dump_directory_ = dir;
 }
 
 void CompileCache::set_directory(const std::string& dir) {

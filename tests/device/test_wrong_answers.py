@@ -235,3 +235,10 @@ def test_inplace_writer_and_reader_threads():
         t.join(timeout=120)
     assert not errors, errors[0]
     _assert_close(x, torch.full((256,), 300.0))
+
+
+@pytest.mark.parametrize("op", ["abs", "sgn", "neg", "exp", "reciprocal", "sum", "prod", "cumsum"])
+def test_complex_unary_and_reductions_match_cpu(op):
+    x = torch.randn(6, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))
+    fn = (lambda t: t.cumsum(0)) if op == "cumsum" else (lambda t: getattr(t, op)())
+    _assert_close(fn(x.to("tpu")), fn(x), rtol=1e-5, atol=1e-5)

@@ -167,3 +167,26 @@ def test_fused_training_matches_cpu_and_fuses_the_step():
     cpu_losses, _ = train("cpu")
     torch.testing.assert_close(fused_losses, cpu_losses, rtol=1e-5, atol=1e-6)
     assert fused_execs * 5 <= strict_execs, (fused_execs, strict_execs)
+
+
+def test_dump_dir_writes_each_compiled_program(tmp_path):
+    code = "import torch, torch_tpu\nx = torch.arange(7.0, device='tpu')\nprint(((x * 3.5).exp().sum()).item())\n"
+    env = {**os.environ, "PYTHONPATH": REPO, "TORCH_TPU_DUMP_DIR": str(tmp_path), "TORCH_TPU_CACHE_DIR": "off"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    dumps = list(tmp_path.glob("program-*.mlir"))
+    assert dumps, "no program dumped"
+    assert all("func.func @main" in p.read_text() for p in dumps)
+
+
+def test_metrics_report_graphs_and_syncs_by_reason():
+    torch_tpu.reset_op_counts()
+    with torch_tpu.eager_mode("fused"):
+        before = torch_tpu.metrics()
+        y = (torch.ones(8, device="tpu") * 2).sum()
+        y.item()
+        after = torch_tpu.metrics()
+    assert after["graphs_run"] > before["graphs_run"]
+    assert after["graph_nodes"] - before["graph_nodes"] >= 2
+    assert after["host_syncs_by_reason"].get("to_cpu", 0) >= 1
+    assert after["nodes_per_graph"] > 0

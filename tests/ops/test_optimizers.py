@@ -89,5 +89,5 @@ def test_changing_learning_rate_compiles_nothing_and_keeps_meta_cache_bounded():
         for group in opt.param_groups:
             group["lr"] = 1e-3 / (step + 1)
         opt.step()
-    torch.tpu.synchronize()
+        torch.tpu.synchronize()  # a step boundary, as a loss read would be (fused mode runs one graph per step)
     assert torch_tpu.metrics()["compiles"] == compiles
