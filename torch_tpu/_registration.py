@@ -51,4 +51,5 @@ def register() -> None:
             rt = None  # device_count() stays 0; torch_tpu.runtime.status() says why
         if rt is not None:
             _C._backend_init(rt.client, rt.cache, [d["index"] for d in rt.devices])
+            _C._register_fork_handler()  # forked children re-run torch.tpu._lazy_init, which raises there
         _done = True

@@ -23,19 +23,29 @@ def device_count() -> int:
 
 
 def is_initialized() -> bool:
-    return is_available()
+    return is_available() and not _is_in_bad_fork()
+
+
+_BAD_FORK_MESSAGE = (
+    "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you must use the 'spawn' "
+    "start method"
+)
 
 
 def init() -> None:
-    runtime.get()
+    """Starts the runtime (torch_tpu starts it at import); raises in a child forked after that, as CUDA does."""
+    _lazy_init()
 
 
 def _lazy_init() -> None:
-    init()
+    if _is_in_bad_fork():
+        raise RuntimeError(_BAD_FORK_MESSAGE)
+    runtime.get()
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after the tpu runtime started: the runtime's threads stayed in the parent."""
+    return bool(_C._is_in_bad_fork())
 
 
 def _index(device: Any = None) -> int:
@@ -78,6 +88,7 @@ class device:  # noqa: N801 - the name torch.cuda uses
 
 
 def synchronize(device: Any = None) -> None:
+    _lazy_init()
     _C._synchronize(_index(device))
 
 

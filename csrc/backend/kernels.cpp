@@ -136,12 +136,27 @@ at::Scalar tpu_local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(copy_device_to_host(self));
 }
 
+// As on the CPU: an omitted stride means contiguous, the storage grows when the view reaches past its end.
 at::Tensor& tpu_set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
                             c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, source, offset, size, stride, /*check_offset_in_bounds=*/false);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_storage_keep_dtype(std::move(source));
+  int64_t itemsize = static_cast<int64_t>(self.element_size());
+  bool contiguous = stride.empty() && !size.empty();
+  size_t needed = contiguous ? at::detail::computeStorageNbytesContiguous(size, itemsize, offset)
+                             : at::detail::computeStorageNbytes(size, stride, itemsize, offset);
+  if (needed > self.storage().nbytes() && c10::multiply_integers(size) > 0) {
+    TORCH_CHECK(self.storage().resizable(), "setStorage: sizes ", size, ", strides ", stride, ", storage offset ",
+                offset, " need ", needed, " bytes, more than the ", self.storage().nbytes(),
+                " bytes of a storage that is not resizable");
+    resize_storage_bytes(self.storage(), needed);
+  }
   impl->set_storage_offset(offset);
-  impl->set_sizes_and_strides(size, stride);
+  if (contiguous) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    impl->set_sizes_and_strides(size, stride);
+  }
   return self;
 }
 

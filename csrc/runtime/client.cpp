@@ -77,6 +77,7 @@ std::shared_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin, const std
   args.create_options = values.data();
   args.num_options = values.size();
   TPU_PJRT_CALL(api, Client_Create, args);
+  watch_for_fork();
 
   std::shared_ptr<Client> client(new Client());
   client->plugin_ = std::move(plugin);
@@ -102,7 +103,7 @@ std::shared_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin, const std
 }
 
 Client::~Client() {
-  if (client_ == nullptr) return;
+  if (client_ == nullptr || in_forked_child()) return;  // a forked child leaks the parent's client
   TPU_PJRT_ARGS(PJRT_Client_Destroy_Args, args);
   args.client = client_;
   PJRT_Error* err = api()->PJRT_Client_Destroy(&args);

@@ -16,6 +16,7 @@ class ExecutableView {
     executable_ = args.executable;
   }
   ~ExecutableView() {
+    if (in_forked_child()) return;
     TPU_PJRT_ARGS(PJRT_Executable_Destroy_Args, args);
     args.executable = executable_;
     PJRT_Error* err = api_->PJRT_Executable_Destroy(&args);
@@ -43,6 +44,7 @@ Executable::Executable(const PJRT_Api* api, PJRT_LoadedExecutable* executable) :
 
 Executable::~Executable() {
   runtime_counters().live_executables--;
+  if (in_forked_child()) return;  // leaked: the plugin's threads are not in this process
   TPU_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args, args);
   args.executable = executable_;
   PJRT_Error* err = api_->PJRT_LoadedExecutable_Destroy(&args);
