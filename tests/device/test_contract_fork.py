@@ -72,7 +72,8 @@ def test_forked_child_tpu_use_raises_cuda_wording():
             fn()
             results.append(name + ":no-error")
         except RuntimeError as exc:
-            results.append(name + (":ok" if "Cannot re-initialize tpu in forked subprocess" in str(exc) else ":" + str(exc)))
+            ok = "Cannot re-initialize tpu in forked subprocess" in str(exc)
+            results.append(name + (":ok" if ok else ":" + str(exc)))
     print("RESULTS", " ".join(results), flush=True)
     sys.exit(0)
     """
