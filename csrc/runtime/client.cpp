@@ -62,6 +62,17 @@ DeviceInfo describe_device(const PJRT_Api* api, PJRT_Device* device, int index) 
   hw.device = device;
   TPU_PJRT_CALL(api, Device_LocalHardwareId, hw);
   info.local_hardware_id = hw.local_hardware_id;
+
+  try {  // informative only: older plugins lack the entry
+    TPU_PJRT_ARGS(PJRT_DeviceDescription_Attributes_Args, attrs);
+    attrs.device_description = desc.device_description;
+    TPU_PJRT_CALL(api, DeviceDescription_Attributes, attrs);
+    for (size_t i = 0; i < attrs.num_attributes; ++i) {
+      const PJRT_NamedValue& v = attrs.attributes[i];
+      info.attributes[std::string(v.name, v.name_size)] = named_value_text(v);
+    }
+  } catch (const Error&) {
+  }
   return info;
 }
 

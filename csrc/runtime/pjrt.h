@@ -25,6 +25,9 @@ void watch_for_fork();
 bool in_forked_child() noexcept;
 [[noreturn]] void fail_in_forked_child(const char* call);
 
+// A PJRT_NamedValue as text (lists joined with '.').
+std::string named_value_text(const PJRT_NamedValue& v);
+
 // Fetches a table entry, failing with UNIMPLEMENTED when the plugin's table is too short or the slot is empty.
 template <class Fn>
 Fn pjrt_entry(const PJRT_Api* api, size_t offset, const char* call) {

@@ -105,3 +105,34 @@ def test_num_ooms_counts_every_oom():
     assert torch.tpu.memory_stats()["num_ooms"] == before + 7
     assert torch.accelerator.memory_stats()["num_ooms"] == before + 7
     assert (torch.ones(2, device="tpu") + 1).sum().item() == 4.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Capabilities and properties (item 4)
+
+
+def test_accelerator_capability_lists_exactly_the_dtypes_tpu_tensors_hold():
+    cap = torch.accelerator.get_device_capability()
+    assert set(cap) == {"supported_dtypes"}
+    dtypes = cap["supported_dtypes"]
+    assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64} <= dtypes
+    assert torch.float8_e4m3fn not in dtypes
+    for dt in dtypes:  # each one allocates and round-trips
+        t = torch.zeros(2, dtype=dt).to("tpu")
+        assert t.dtype == dt and torch.equal(t.cpu(), torch.zeros(2, dtype=dt))
+    assert torch.accelerator.get_device_capability("tpu:1") == cap
+    with pytest.raises(RuntimeError, match="device index is out of range"):
+        torch.accelerator.get_device_capability(torch.tpu.device_count())
+
+
+def test_device_properties_report_what_the_plugin_knows():
+    p = torch.tpu.get_device_properties(0)
+    assert p.name == torch.tpu.get_device_name(0) and p.name
+    assert p.total_memory == torch.tpu.mem_get_info()[1] > 0
+    assert p.multi_processor_count >= 1
+    assert set(p.supported_dtypes) == torch.accelerator.get_device_capability()["supported_dtypes"]
+    assert p.platform and p.device_kind and isinstance(p.attributes, dict)
+    assert torch.tpu.get_device_capability() == (p.major, p.minor)
+    assert "total_memory" in repr(p)
+    with pytest.raises(AssertionError, match="Invalid device id"):  # torch.cuda's exception for this call
+        torch.tpu.get_device_properties(99)
