@@ -9,7 +9,7 @@ import warnings
 
 import torch
 
-from torch_tpu import _C, config, device_module, runtime
+from torch_tpu import _C, _dlpack, config, device_module, runtime
 
 _lock = threading.Lock()
 _done = False
@@ -40,6 +40,7 @@ def register() -> None:
             torch.utils.rename_privateuse1_backend("tpu")
         _register_device_module()
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        _dlpack.install()
         cfg = config.load()
         _C._set_fallback_policy(cfg.fallback)
         if cfg.eager_mode == "fused":

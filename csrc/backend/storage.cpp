@@ -88,6 +88,7 @@ struct Allocation final : DeviceData {
 
 void delete_allocation(void* ctx) {
   auto* a = static_cast<Allocation*>(static_cast<DeviceData*>(ctx));
+  unregister_device_address(a->address);
   account(a->device(), a->nbytes(), false);
   ::munmap(a->address, a->reserved);
   delete a;
@@ -113,6 +114,7 @@ c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
                      " bytes of address space on tpu:", device);
   }
   auto* a = new Allocation(device, static_cast<int64_t>(nbytes), address, reserved);
+  register_device_address(address, nbytes, a);
   return {address, static_cast<DeviceData*>(a), &delete_allocation,
           c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))};
 }
