@@ -16,6 +16,9 @@
 #include "lowering/views.h"
 
 namespace torch_tpu {
+
+bool copy_non_blocking(const at::Tensor& self, const at::Tensor& src);  // backend/async_copy.cpp
+
 namespace {
 
 c10::Device tpu_device_of(std::optional<c10::Device> device) {
@@ -94,6 +97,7 @@ const at::Tensor& tpu_resize_(const at::Tensor& self, c10::IntArrayRef size,
 at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: both tensors must be defined");
   if (self.numel() == 0) return self;
+  if (non_blocking && copy_non_blocking(self, src)) return self;  // pinned host memory <-> tpu (async_copy.cpp)
   bool dst_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == c10::DeviceType::PrivateUse1;
   if (dst_tpu && src_tpu && self.device() == src.device()) {
