@@ -63,6 +63,8 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return cap;
   }
   static bool supports(c10::ScalarType type) {
+    // Quantized tensors keep their integer values in tpu storage (backend/quantized.cpp).
+    if (type == c10::kQInt8 || type == c10::kQUInt8 || type == c10::kQInt32) return true;
     try {
       element_type_of(type);
       return true;

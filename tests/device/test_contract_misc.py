@@ -117,7 +117,8 @@ def test_accelerator_capability_lists_exactly_the_dtypes_tpu_tensors_hold():
     dtypes = cap["supported_dtypes"]
     assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64} <= dtypes
     assert torch.float8_e4m3fn not in dtypes
-    for dt in dtypes:  # each one allocates and round-trips
+    assert {torch.qint8, torch.quint8, torch.qint32} <= dtypes  # quantized storage (torch.quantize_per_*)
+    for dt in dtypes - {torch.qint8, torch.quint8, torch.qint32}:  # each one allocates and round-trips
         t = torch.zeros(2, dtype=dt).to("tpu")
         assert t.dtype == dt and torch.equal(t.cpu(), torch.zeros(2, dtype=dt))
     assert torch.accelerator.get_device_capability("tpu:1") == cap
