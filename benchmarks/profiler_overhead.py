@@ -62,9 +62,16 @@ def main() -> None:
             timed_loop("fallback_stubs")
         p.key_averages()
 
-    base = _best(plain, args.repeats)
+    # Interleaved repeats (plain, Kineto, fallback, plain, ...) so drift on a shared machine hits all three alike.
+    plain_times: list[float] = []
+    whole_times: dict[str, list[float]] = {"kineto_cpu_tpu": [], "fallback_stubs": []}
+    for _ in range(args.repeats):
+        plain_times.append(_best(plain, 1))
+        whole_times["kineto_cpu_tpu"].append(_best(kineto, 1))
+        whole_times["fallback_stubs"].append(_best(fallback, 1))
+    base = min(plain_times)
     # Whole: entering the profiler, the loop, leaving it and building key_averages(). Loop: the loop alone, inside.
-    whole = {"kineto_cpu_tpu": _best(kineto, args.repeats), "fallback_stubs": _best(fallback, args.repeats)}
+    whole = {k: min(v) for k, v in whole_times.items()}
     loop = {k: min(v) for k, v in inner.items()}
     print(f"{'unprofiled':16s} {base / args.iters * 1e6:9.1f} us/iter")
     report: dict[str, object] = {

@@ -115,7 +115,15 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
 
   std::vector<std::string> errors() override { return {}; }
 
-  void processTrace(libkineto::ActivityLogger& logger) override {
+  void processTrace(libkineto::ActivityLogger& logger) override { process(logger, nullptr); }
+  // Kineto passes a lookup from correlation ids to the CPU ops it recorded: linking each execution to the op that
+  // launched it lets PyTorch attribute the device time to that op (its "tpu total" column), as for CUDA kernels.
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked, int64_t,
+                    int64_t) override {
+    process(logger, linked);
+  }
+
+  void process(libkineto::ActivityLogger& logger, const libkineto::getLinkedActivityCallback& linked) {
     span_ = libkineto::TraceSpan(0, 0, "tpu");
     activities_.clear();
     // Kineto may process a finished session again in a later profile: its records are reported once.
@@ -133,6 +141,7 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
       a->flow.id = static_cast<uint32_t>(r.correlation);
       a->flow.type = libkineto::kLinkAsyncCpuGpu;
       a->flow.start = 0;
+      if (linked && r.correlation != 0) a->linked = linked(static_cast<int32_t>(r.correlation));
       a->log(logger);
       activities_.push_back(std::move(a));
     }

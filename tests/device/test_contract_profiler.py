@@ -48,6 +48,9 @@ def test_kineto_reports_device_time_per_compiled_program(tmp_path):
         assert e.self_device_time_total > 0
     cpu_rows = {e.key: e for e in prof.key_averages()}
     assert cpu_rows["aten::add"].cpu_time_total > 0
+    # Each execution is linked to the op that launched it: the op's row carries its device time, as for CUDA.
+    adds = [e for e in device_rows if e.key.startswith("tpu:add")]
+    assert cpu_rows["aten::add"].device_time_total == adds[0].self_device_time_total > 0
 
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))
