@@ -8,7 +8,7 @@ import types
 
 import torch
 
-from torch_tpu import _C, config, device_module, runtime
+from torch_tpu import _C, _dlpack, config, device_module, runtime
 
 _lock = threading.Lock()
 _done = False
@@ -39,6 +39,7 @@ def register() -> None:
             torch.utils.rename_privateuse1_backend("tpu")
         _register_device_module()
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        _dlpack.install()
         cfg = config.load()
         _C._set_fallback_policy(cfg.fallback)
         _C._set_eager_mode(cfg.eager_mode)
@@ -48,4 +49,5 @@ def register() -> None:
             rt = None  # device_count() stays 0; torch_tpu.runtime.status() says why
         if rt is not None:
             _C._backend_init(rt.client, rt.cache, [d["index"] for d in rt.devices])
+            _C._register_fork_handler()  # forked children re-run torch.tpu._lazy_init, which raises there
         _done = True

@@ -21,6 +21,9 @@
 #include "lowering/views.h"
 
 namespace torch_tpu {
+
+bool copy_non_blocking(const at::Tensor& self, const at::Tensor& src);  // backend/async_copy.cpp
+
 namespace {
 
 c10::Device tpu_device_of(std::optional<c10::Device> device) {
@@ -100,6 +103,7 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking
   TORCH_CHECK(self.defined() && src.defined(), "copy_: both tensors must be defined");
   if (self.numel() == 0) return self;
   at::assert_no_internal_overlap(self);
+  if (non_blocking && copy_non_blocking(self, src)) return self;  // pinned host memory <-> tpu (async_copy.cpp)
   bool dst_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == c10::DeviceType::PrivateUse1;
   if (dst_tpu && src_tpu && self.device() == src.device()) {
@@ -140,12 +144,27 @@ at::Scalar tpu_local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(copy_device_to_host(self));
 }
 
+// As on the CPU: an omitted stride means contiguous, the storage grows when the view reaches past its end.
 at::Tensor& tpu_set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
                             c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, source, offset, size, stride, /*check_offset_in_bounds=*/false);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_storage_keep_dtype(std::move(source));
+  int64_t itemsize = static_cast<int64_t>(self.element_size());
+  bool contiguous = stride.empty() && !size.empty();
+  size_t needed = contiguous ? at::detail::computeStorageNbytesContiguous(size, itemsize, offset)
+                             : at::detail::computeStorageNbytes(size, stride, itemsize, offset);
+  if (needed > self.storage().nbytes() && c10::multiply_integers(size) > 0) {
+    TORCH_CHECK(self.storage().resizable(), "setStorage: sizes ", size, ", strides ", stride, ", storage offset ",
+                offset, " need ", needed, " bytes, more than the ", self.storage().nbytes(),
+                " bytes of a storage that is not resizable");
+    resize_storage_bytes(self.storage(), needed);
+  }
   impl->set_storage_offset(offset);
-  impl->set_sizes_and_strides(size, stride);
+  if (contiguous) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    impl->set_sizes_and_strides(size, stride);
+  }
   return self;
 }
 

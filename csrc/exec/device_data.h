@@ -76,14 +76,22 @@ class DeviceData {
   std::shared_ptr<Buffer> buffer_;
 };
 
+// The allocator records the address range of every live allocation, so a storage that wraps a tpu data_ptr() in a
+// foreign DataPtr (a DLPack import: at::fromDLPack builds one around the exporter's pointer) finds its DeviceData.
+void register_device_address(const void* base, size_t nbytes, DeviceData* data);
+void unregister_device_address(const void* base);
+// The DeviceData of a storage whose DataPtr is not torch_tpu's: the allocation that starts at its address (the
+// storage then spans the whole allocation); throws naming the cause when there is none.
+DeviceData& imported_device_data(const c10::Storage& storage);
+
 // The DeviceData behind a tpu storage (throws for storages of other devices or other allocators).
 inline DeviceData& device_data(const c10::Storage& storage) {
   const c10::DataPtr& ptr = storage.data_ptr();
   TORCH_CHECK(ptr.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu storage, got one on ",
               ptr.device());
   auto* data = static_cast<DeviceData*>(ptr.get_context());
-  TORCH_CHECK(data != nullptr && data->valid(), "tpu storage was not allocated by torch_tpu's allocator");
-  return *data;
+  if (data != nullptr && data->valid()) return *data;
+  return imported_device_data(storage);
 }
 
 }  // namespace torch_tpu

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <memory>
 
 #include "runtime/event.h"
 
@@ -18,7 +19,8 @@ enum class EagerMode { kDebug = 0, kStrict = 1, kFused = 2 };
 void set_eager_mode(EagerMode mode);
 EagerMode eager_mode();
 
-void track_pending(int device, Event event);
+// `keep_alive` (e.g. the host memory of an asynchronous copy) is released once the event is known to have fired.
+void track_pending(int device, Event event, std::shared_ptr<void> keep_alive = nullptr);
 // Waits for everything in flight on `device`; rethrows the first error (naming the op that caused it).
 void synchronize_device(int device);
 void synchronize_all();

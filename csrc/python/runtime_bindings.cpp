@@ -42,6 +42,7 @@ py::dict device_dict(const DeviceInfo& d) {
   out["local_hardware_id"] = d.local_hardware_id;
   out["kind"] = d.kind;
   out["description"] = d.description;
+  out["attributes"] = d.attributes;
   return out;
 }
 
