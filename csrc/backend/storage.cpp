@@ -4,6 +4,9 @@
 #include <sys/mman.h>
 
 #include <array>
+#include <mutex>
+#include <vector>
+#include <unordered_map>
 
 #include "exec/state.h"
 
@@ -78,19 +81,85 @@ void reserve(int device, int64_t nbytes, int64_t capacity) {
                    static_cast<double>(in_use) / kGiB, " GiB is allocated by PyTorch.");
 }
 
+// Addresses for data_ptr()s: one PROT_NONE reservation made once, cut into 512-byte aligned ranges; freed
+// ranges are reused by the next allocation of the same rounded size (training loops allocate the same sizes every
+// step). No system call per tensor. When the reservation runs out, ranges come from mmap one by one.
+class AddressSpace {
+ public:
+  static constexpr size_t kAlign = 512;
+  static constexpr size_t kSpan = size_t{1} << 40;  // address space only: never committed
+
+  // Returns {address, mapped}: mapped ranges came from their own mmap (the reservation was full).
+  std::pair<void*, bool> take(size_t bytes) {
+    size_t size = rounded(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        uintptr_t a = it->second.back();
+        it->second.pop_back();
+        return {reinterpret_cast<void*>(a), false};
+      }
+      if (base_ == 0 && !failed_) {
+        void* r = ::mmap(nullptr, kSpan, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (r == MAP_FAILED) {
+          failed_ = true;
+        } else {
+          base_ = reinterpret_cast<uintptr_t>(r);
+        }
+      }
+      if (base_ != 0 && used_ + size <= kSpan) {
+        uintptr_t a = base_ + used_;
+        used_ += size;
+        return {reinterpret_cast<void*>(a), false};
+      }
+    }
+    void* a = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return {a == MAP_FAILED ? nullptr : a, true};
+  }
+
+  void give_back(void* address, size_t bytes, bool mapped) noexcept {
+    size_t size = rounded(bytes);
+    if (mapped) {
+      ::munmap(address, size);
+      return;
+    }
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      free_[size].push_back(reinterpret_cast<uintptr_t>(address));
+    } catch (...) {  // out of host memory for the free list: the range is simply not reused
+    }
+  }
+
+ private:
+  static size_t rounded(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
+
+  std::mutex mu_;
+  uintptr_t base_ = 0;
+  size_t used_ = 0;
+  bool failed_ = false;
+  std::unordered_map<size_t, std::vector<uintptr_t>> free_;
+};
+
+AddressSpace& address_space() {
+  static AddressSpace* space = new AddressSpace();  // never destroyed: storages may outlive static destruction
+  return *space;
+}
+
 // A DataPtr's context: the device contents plus the reserved address range.
 struct Allocation final : DeviceData {
   void* address;
   size_t reserved;
-  Allocation(int device, int64_t nbytes, void* addr, size_t reserved_bytes)
-      : DeviceData(device, nbytes), address(addr), reserved(reserved_bytes) {}
+  bool mapped;
+  Allocation(int device, int64_t nbytes, void* addr, size_t reserved_bytes, bool own_mapping)
+      : DeviceData(device, nbytes), address(addr), reserved(reserved_bytes), mapped(own_mapping) {}
 };
 
 void delete_allocation(void* ctx) {
   auto* a = static_cast<Allocation*>(static_cast<DeviceData*>(ctx));
   unregister_device_address(a->address);
   account(a->device(), a->nbytes(), false);
-  ::munmap(a->address, a->reserved);
+  address_space().give_back(a->address, a->reserved, a->mapped);
   delete a;
 }
 
@@ -107,13 +176,13 @@ c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
   reserve(device, static_cast<int64_t>(nbytes), device_capacity(device));
   // Reserve (never commit) an address range: unique data_ptr()s that fault if anything dereferences them.
   size_t reserved = nbytes == 0 ? 1 : nbytes;
-  void* address = ::mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (address == MAP_FAILED) {
+  auto [address, mapped] = address_space().take(reserved);
+  if (address == nullptr) {
     account(device, static_cast<int64_t>(nbytes), false);
     TORCH_CHECK_WITH(OutOfMemoryError, false, "TPU out of memory: could not reserve ", nbytes,
                      " bytes of address space on tpu:", device);
   }
-  auto* a = new Allocation(device, static_cast<int64_t>(nbytes), address, reserved);
+  auto* a = new Allocation(device, static_cast<int64_t>(nbytes), address, reserved, mapped);
   register_device_address(address, nbytes, a);
   return {address, static_cast<DeviceData*>(a), &delete_allocation,
           c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))};

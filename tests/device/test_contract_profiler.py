@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -91,3 +92,11 @@ def test_profiling_small_ops_costs_little():
         fallback = min(loop() for _ in range(3))
     # Before the stubs the fallback path was 200-400x slower; allow generous noise on a shared CI machine.
     assert kineto < 4 * plain and fallback < 4 * plain, (plain, kineto, fallback)
+
+
+@pytest.fixture(autouse=True)
+def _one_program_per_op():
+    """These tests count programs per op; fused mode would merge them into one graph."""
+    mode = torch_tpu.get_eager_mode()
+    with torch_tpu.eager_mode("strict" if mode == "fused" else mode):
+        yield

@@ -91,3 +91,11 @@ def test_bad_quantized_requests_raise_clearly():
     q = torch.quantize_per_tensor(x, 0.1, 0, torch.qint8)
     with pytest.raises(RuntimeError, match="dequantize"):
         q.to(torch.float32)
+
+
+@pytest.fixture(autouse=True)
+def _one_program_per_op():
+    """These tests count programs per op; fused mode would merge them into one graph."""
+    mode = torch_tpu.get_eager_mode()
+    with torch_tpu.eager_mode("strict" if mode == "fused" else mode):
+        yield

@@ -112,3 +112,11 @@ def test_user_can_disable_the_fused_backend():
         out_t = F.scaled_dot_product_attention(qt, kt, vt)
         assert torch_tpu.metrics()["lowered_ops"]  # the math path ran op by op
     torch.testing.assert_close(out_t.detach().cpu(), F.scaled_dot_product_attention(q, k, v).detach())
+
+
+@pytest.fixture(autouse=True)
+def _one_program_per_op():
+    """These tests count programs per op; fused mode would merge them into one graph."""
+    mode = torch_tpu.get_eager_mode()
+    with torch_tpu.eager_mode("strict" if mode == "fused" else mode):
+        yield
