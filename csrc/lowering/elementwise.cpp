@@ -1,6 +1,9 @@
 // Elementwise ops: arithmetic, unary math, comparisons, logic, where/clamp/fill, activations and their backwards.
 // Every rule computes in the result dtype PyTorch's meta kernel chose and broadcasts operands to the result shape.
+#include <ATen/native/TypeProperties.h>
+
 #include <cmath>
+#include <limits>
 
 #include "lowering/numerics.h"
 #include "lowering/op_context.h"
@@ -11,10 +14,136 @@ namespace {
 using Rows = std::vector<LoweringRow>;
 using V = std::vector<Value>;
 
+// ---- PyTorch's checks on number arguments, which the meta kernels skip ----
+
+const char* c_type_name(at::ScalarType t) {
+  switch (t) {
+    case at::kByte: return "uint8_t";
+    case at::kChar: return "int8_t";
+    case at::kShort: return "int16_t";
+    case at::kInt: return "int32_t";
+    case at::kLong: return "int64_t";
+    case at::kHalf: return "c10::Half";
+    case at::kBFloat16: return "c10::BFloat16";
+    case at::kFloat: return "float";
+    case at::kDouble: return "double";
+    case at::kBool: return "bool";
+    default: return "scalar_t";
+  }
+}
+
+// The checked conversion of a number to a tensor dtype (fill_, masked_fill, clamp, where, pow's exponent).
+void check_fits(const c10::Scalar& v, at::ScalarType t) {
+  if (v.isComplex() || t == at::kBool || at::isComplexType(t)) return;
+  double d = v.toDouble();
+  bool overflow = false;
+  if (at::isFloatingType(t)) {
+    double max = t == at::kHalf ? 65504.0 : t == at::kBFloat16 ? 3.3895313892515355e38
+                 : t == at::kFloat ? 3.4028234663852886e38 : std::numeric_limits<double>::max();
+    overflow = std::isfinite(d) && std::fabs(d) > max;
+  } else if (v.isIntegral(false)) {
+    int64_t i = v.toLong();
+    switch (t) {
+      case at::kByte: overflow = i < -255 || i > 255; break;  // negative numbers may wrap (c10::overflows)
+      case at::kChar: overflow = i < -128 || i > 127; break;
+      case at::kShort: overflow = i < -32768 || i > 32767; break;
+      case at::kInt: overflow = i < std::numeric_limits<int32_t>::min() || i > std::numeric_limits<int32_t>::max(); break;
+      default: break;
+    }
+  } else if (v.isFloatingPoint()) {
+    double lo = t == at::kByte ? 0.0 : t == at::kChar ? -128.0 : t == at::kShort ? -32768.0
+                : t == at::kInt ? -2147483648.0 : -9223372036854775808.0;
+    double hi = t == at::kByte ? 255.0 : t == at::kChar ? 127.0 : t == at::kShort ? 32767.0
+                : t == at::kInt ? 2147483647.0 : 9223372036854775807.0;
+    overflow = !(d >= lo && d <= hi);  // NaN and infinities included
+  }
+  TORCH_CHECK(!overflow, "value cannot be converted to type ", c_type_name(t), " without overflow");
+}
+
+// Number argument i converted to the result's dtype.
+void check_number_arg(OpContext& c, size_t i) {
+  if (!c.has(i) || c.is_tensor(i) || !c.arg(i).isScalar()) return;
+  at::ScalarType t = at::kFloat;
+  switch (c.out(0).dtype) {
+    case ElementType::kPred: t = at::kBool; break;
+    case ElementType::kS8: t = at::kChar; break;
+    case ElementType::kS16: t = at::kShort; break;
+    case ElementType::kS32: t = at::kInt; break;
+    case ElementType::kS64: t = at::kLong; break;
+    case ElementType::kU8: t = at::kByte; break;
+    case ElementType::kF16: t = at::kHalf; break;
+    case ElementType::kBF16: t = at::kBFloat16; break;
+    case ElementType::kF64: t = at::kDouble; break;
+    case ElementType::kF32: t = at::kFloat; break;
+    default: return;
+  }
+  check_fits(c.arg(i).toScalar(), t);
+}
+
+bool is_bool_arg(const c10::IValue& v) {
+  return v.isTensor() ? v.toTensor().scalar_type() == at::kBool : v.isBool();
+}
+
+at::ScalarType result_type_of(const c10::IValue& a, const c10::IValue& b) {
+  at::native::ResultTypeState state = {};
+  for (const c10::IValue* v : {&a, &b}) {
+    if (v->isTensor()) {
+      state = at::native::update_result_type_state(v->toTensor(), state);
+    } else if (v->isScalar()) {
+      state = at::native::update_result_type_state(v->toScalar(), state);
+    }
+  }
+  return at::native::result_type(state);
+}
+
+// add/sub/rsub: PyTorch's sub_check and alpha_check, before the meta kernel (which words them differently).
+ArgumentPrep add_checks(bool subtract) {
+  return [subtract](std::vector<c10::IValue>& args) {
+    if (args.size() < 2) return;
+    if (subtract) {
+      TORCH_CHECK(!(is_bool_arg(args[0]) && is_bool_arg(args[1])),
+                  "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
+                  "operator instead.");
+      TORCH_CHECK(!is_bool_arg(args[0]) && !is_bool_arg(args[1]),
+                  "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+                  "mask, use the `~` or `logical_not()` operator instead.");
+    }
+    if (args.size() < 3 || !args[2].isScalar()) return;
+    c10::Scalar alpha = args[2].toScalar();
+    at::ScalarType t = result_type_of(args[0], args[1]);
+    TORCH_CHECK(!alpha.isBoolean() || t == at::kBool, "Boolean alpha only supported for Boolean results.");
+    TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t) || alpha.isIntegral(true),
+                "For integral input tensors, argument alpha must not be a floating point number.");
+    check_fits(alpha, t);
+  };
+}
+
 // Both operands (tensor or scalar) in dtype `t`, broadcast to result 0's shape.
 std::pair<Value, Value> operands(OpContext& c, ElementType t, size_t i = 0, size_t j = 1) {
   const auto& dims = c.out(0).dims;
   return {c.operand(i, t, dims), c.operand(j, t, dims)};
+}
+
+// Operands i and j cast to the result dtype (as PyTorch casts tensors and wrapped numbers to the common dtype,
+// so e.g. 1e10 becomes inf for a float16 result), then to the compute type `t`.
+std::pair<Value, Value> cast_operands(OpContext& c, ElementType t, size_t i = 0, size_t j = 1) {
+  auto [a, b] = operands(c, c.out(0).dtype, i, j);
+  return {c.b.convert(a, t), c.b.convert(b, t)};
+}
+
+// A Python number or a 0-d CPU tensor.
+bool cpu_scalar(OpContext& c, size_t i) {
+  if (!c.is_tensor(i)) return true;
+  const at::Tensor& t = c.arg(i).toTensor();
+  return t.is_cpu() && t.dim() == 0;
+}
+
+// mul/div: as cast_operands, except that a CPU scalar second operand keeps its full value in the compute type
+// (PyTorch's CPU mul/div kernels read it as their opmath type: float16 x * 0.1 uses 0.1f, not 0.1 rounded).
+std::pair<Value, Value> scaled_operands(OpContext& c, ElementType t) {
+  auto [a, b] = cast_operands(c, t);
+  if (cpu_scalar(c, 1) && !cpu_scalar(c, 0)) b = c.operand(1, t, c.out(0).dims);
+  return {a, b};
 }
 
 LoweringRule binary(const std::string& op) {
@@ -37,7 +166,7 @@ void reject_bool(OpContext& c, const char* op) {
 
 // Argument i in the type the op computes in (float32 for float16/bfloat16 results), broadcast to the result.
 Value opmath_operand(OpContext& c, size_t i) {
-  return c.operand(i, opmath_type(c.out(0).dtype), c.out(0).dims);
+  return c.b.convert(c.operand(i, c.out(0).dtype, c.out(0).dims), opmath_type(c.out(0).dtype));
 }
 
 Value to_result(OpContext& c, const Value& v) { return c.b.convert(v, c.out(0).dtype); }
@@ -96,12 +225,8 @@ Value scalar_in_result_type(OpContext& c, size_t i, ElementType t) {
 LoweringRule add_like(const std::string& op) {
   return [op](OpContext& c) -> V {
     TensorType o = c.out(0);
-    if (c.has(2) && !is_floating(o.dtype) && !is_complex(o.dtype)) {
-      TORCH_CHECK(!c.arg(2).toScalar().isFloatingPoint(),
-                  "For integral input tensors, argument alpha must not be a floating point number.");
-    }
     ElementType t = opmath_type(o.dtype);
-    auto [a, b] = operands(c, t);
+    auto [a, b] = cast_operands(c, t);
     if (c.has(2) && c.scalar(2) != 1.0) b = c.b.binary("stablehlo.multiply", b, scalar_in_result_type(c, 2, t));
     return {to_result(c, c.b.binary(op, a, b))};
   };
@@ -178,7 +303,7 @@ V divide(OpContext& c, const std::string& mode) {
   TensorType o = c.out(0);
   if (!mode.empty()) TORCH_CHECK_NOT_IMPLEMENTED(o.dtype != ElementType::kPred, "\"div_", mode, "\" not implemented for 'Bool'");
   if (is_floating(o.dtype) || is_complex(o.dtype)) {
-    auto [a, b] = operands(c, opmath_type(o.dtype));
+    auto [a, b] = scaled_operands(c, opmath_type(o.dtype));
     Value q = mode == "floor" ? floor_divide_float(c.b, a, b) : c.b.binary("stablehlo.divide", a, b);
     if (mode == "trunc") q = trunc_value(c.b, q);
     return {to_result(c, q)};
@@ -220,19 +345,13 @@ V div_rule(OpContext& c) {
 V pow_rule(OpContext& c) {
   TensorType o = c.out(0);
   HloBuilder& b = c.b;
-  bool all_bool = o.dtype == ElementType::kPred;
-  for (size_t i = 0; i < 2; ++i) all_bool = all_bool || (c.is_tensor(i) && c.arg(i).toTensor().scalar_type() == at::kBool && c.is_tensor(1 - i) && c.arg(1 - i).toTensor().scalar_type() == at::kBool);
+  bool all_bool = o.dtype == ElementType::kPred || (is_bool_arg(c.arg(0)) && is_bool_arg(c.arg(1)));
   TORCH_CHECK_NOT_IMPLEMENTED(!all_bool, "\"pow\" not implemented for 'Bool'");
   bool integral = !is_floating(o.dtype) && !is_complex(o.dtype);
+  if (c.is_tensor(0) && !c.is_tensor(1)) check_number_arg(c, 1);  // PyTorch converts the exponent to the dtype
   if (integral) {
     if (!c.is_tensor(1)) {
       TORCH_CHECK(c.integer(1) >= 0, "Integers to negative integer powers are not allowed.");
-      // PyTorch converts the exponent to the tensor's dtype first.
-      at::ScalarType st = c.arg(0).toTensor().scalar_type();
-      double e = c.scalar(1);
-      TORCH_CHECK(o.dtype == ElementType::kS64 || (e >= lowest(o.dtype) && e <= highest(o.dtype)),
-                  "value cannot be converted to type ", st == at::kByte ? "uint8_t" : st == at::kChar ? "int8_t"
-                  : st == at::kShort ? "int16_t" : "int32_t", " without overflow");
       return {integer_pow_const(b, c.operand(0, o.dtype, o.dims), static_cast<uint64_t>(c.integer(1)))};
     }
     auto [x, e] = operands(c, o.dtype);
@@ -241,7 +360,7 @@ V pow_rule(OpContext& c) {
   ElementType t = opmath_type(o.dtype);
   if (!c.is_tensor(1)) {
     double e = c.scalar(1);
-    Value x = c.operand(0, t, o.dims);
+    Value x = opmath_operand(c, 0);
     Value one = b.constant(1, t, o.dims);
     if (e == 1.0) return {to_result(c, x)};
     if (e == 2.0) return {to_result(c, b.binary("stablehlo.multiply", x, x))};
@@ -254,11 +373,14 @@ V pow_rule(OpContext& c) {
       if (e == -1.0) return {to_result(c, b.binary("stablehlo.divide", one, x))};
     }
   }
-  auto [x, e] = operands(c, t);
+  auto [x, e] = cast_operands(c, t);
   return {to_result(c, b.binary("stablehlo.power", x, e))};
 }
 
 V clamp_rule(OpContext& c) {  // a NaN input or bound gives NaN
+  reject_bool(c, "clamp");
+  check_number_arg(c, 1);
+  check_number_arg(c, 2);
   TensorType o = c.out(0);
   Value x = c.operand(0, o.dtype, o.dims);
   if (c.has(1)) x = nan_max(c.b, x, c.operand(1, o.dtype, o.dims));
@@ -274,12 +396,15 @@ V where_rule(OpContext& c) {
 }
 
 V masked_fill_rule(OpContext& c) {
+  check_number_arg(c, 2);
   TensorType o = c.out(0);
   Value mask = c.b.broadcast_to(c.tensor(1), o.dims);
   return {c.b.select(mask, c.operand(2, o.dtype, o.dims), c.operand(0, o.dtype, o.dims))};
 }
 
-V fill_rule(OpContext& c) { return {c.operand(1, c.out(0).dtype, c.out(0).dims)}; }
+V fill_rule(OpContext& c) {  // no overflow check: decompositions (e.g. where with a number) fill through here
+  return {c.operand(1, c.out(0).dtype, c.out(0).dims)};
+}
 V zero_rule(OpContext& c) { return {zeros(c.b, c.out(0))}; }
 
 V lerp_rule(OpContext& c) {  // as PyTorch: |w| < 0.5 ? self + w (end - self) : end - (end - self) (1 - w)
@@ -540,15 +665,19 @@ V softplus_rule(OpContext& c) {  // log1p(exp(beta x)) / beta, linear above thre
 }  // namespace
 
 void add_elementwise_rules(Rows& rows) {
-  rows.push_back({{"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"}, add_like("stablehlo.add")});
-  rows.push_back({{"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"}, add_like("stablehlo.subtract")});
-  rows.push_back({{"rsub.Tensor", "rsub.Scalar"}, [](OpContext& c) -> V {
+  rows.push_back({{"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"}, add_like("stablehlo.add"), add_checks(false)});
+  rows.push_back({{"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"}, add_like("stablehlo.subtract"), add_checks(true)});
+  rows.push_back({{"rsub.Tensor", "rsub.Scalar"}, [](OpContext& c) -> V {  // other - alpha * self
                     TensorType o = c.out(0);
-                    auto [a, b] = operands(c, o.dtype);
-                    if (c.has(2) && c.scalar(2) != 1.0) a = c.b.binary("stablehlo.multiply", a, c.runtime_operand(2, o.dtype, o.dims));
-                    return {c.b.binary("stablehlo.subtract", b, a)};
+                    ElementType t = opmath_type(o.dtype);
+                    auto [a, b] = cast_operands(c, t);
+                    if (c.has(2) && c.scalar(2) != 1.0) a = c.b.binary("stablehlo.multiply", a, scalar_in_result_type(c, 2, t));
+                    return {to_result(c, c.b.binary("stablehlo.subtract", b, a))};
+                  }, add_checks(true)});
+  rows.push_back({{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, [](OpContext& c) -> V {
+                    auto [a, b] = scaled_operands(c, opmath_type(c.out(0).dtype));
+                    return {to_result(c, c.b.binary("stablehlo.multiply", a, b))};
                   }});
-  rows.push_back({{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, binary("stablehlo.multiply")});
   rows.push_back({{"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
                    "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode", "div_.Scalar_mode"},
                   div_rule, reject_bool_division(false)});
@@ -642,8 +771,16 @@ void add_elementwise_rules(Rows& rows) {
 
   rows.push_back({{"where.self", "where.self_out"}, where_rule});
   rows.push_back({{"clamp", "clamp_", "clamp.out", "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out"}, clamp_rule});
-  rows.push_back({{"clamp_min", "clamp_min_", "clamp_min.out", "clamp_min.Tensor", "clamp_min_.Tensor"}, binary_fn(nan_max)});
-  rows.push_back({{"clamp_max", "clamp_max_", "clamp_max.out", "clamp_max.Tensor", "clamp_max_.Tensor"}, binary_fn(nan_min)});
+  rows.push_back({{"clamp_min", "clamp_min_", "clamp_min.out", "clamp_min.Tensor", "clamp_min_.Tensor"}, [](OpContext& c) -> V {
+                    reject_bool(c, "clamp_min");
+                    check_number_arg(c, 1);
+                    return binary_fn(nan_max)(c);
+                  }});
+  rows.push_back({{"clamp_max", "clamp_max_", "clamp_max.out", "clamp_max.Tensor", "clamp_max_.Tensor"}, [](OpContext& c) -> V {
+                    reject_bool(c, "clamp_max");
+                    check_number_arg(c, 1);
+                    return binary_fn(nan_min)(c);
+                  }});
   rows.push_back({{"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Tensor", "masked_fill_.Tensor"}, masked_fill_rule});
   rows.push_back({{"fill_.Scalar", "fill_.Tensor", "fill.Scalar", "fill.Tensor"}, fill_rule});
   rows.push_back({{"zero_"}, zero_rule});

@@ -551,7 +551,7 @@ def test_fuzz() -> None:
         count += 1
         try:
             compare(fn, *args, **tolerance(args))
-        except Exception as error:  # noqa: BLE001 - collect every kind of mismatch
+        except (Exception, pytest.fail.Exception) as error:  # noqa: BLE001 - collect every kind of mismatch
             failures.append(f"{name} {[(a.dtype, tuple(a.shape)) for a in args]}: {str(error)[:300]}")
     assert count > 300
     assert not failures, f"{len(failures)} of {count} cases differ:\n" + "\n".join(failures[:20])
@@ -623,3 +623,52 @@ def test_half_losses_round_elements(dtype: torch.dtype, fn: Callable[..., Any]) 
     a = t([300.0, -300.0, 100.0, 0.5, 2.0]).to(dtype)
     compare(fn, a, torch.zeros(5, dtype=dtype))
     compare(fn, a / 100, torch.ones(5, dtype=dtype), rtol=1e-2, atol=1e-2)
+
+
+# ---- found on the way: number arguments (rounding, PyTorch's checks) and bool operands ----------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_times_python_number(dtype: torch.dtype) -> None:
+    # CPU's mul/div read a Python number in float32 (3 * 0.1 -> 0.3000 in float16, not 0.2998); add/sub and
+    # alpha round it to the tensor's dtype first.
+    x = t([0.0, 1.0, 3.0, 7.0, 1000.0, inf, -2.5]).to(dtype)
+    for fn in (
+        lambda v: v * 0.1,
+        lambda v: v / 10.0,
+        lambda v: v * 1e10,
+        lambda v: v / 1e10,
+        lambda v: 1e10 / v,
+        lambda v: v + 0.1,
+        lambda v: v - 1e10,
+        lambda v: 0.1 - v,
+        lambda v: torch.add(v, v, alpha=0.3),
+        lambda v: torch.sub(v, v, alpha=0.1),
+        lambda v: torch.addcmul(v, v, v, value=0.1),
+    ):
+        compare(fn, x)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a - b,
+        lambda a, b: a - True,
+        lambda a, b: torch.rsub(a, b),
+        lambda a, b: torch.add(a, b, alpha=0.5),
+        lambda a, b: torch.add(a.int(), b.int(), alpha=0.5),
+        lambda a, b: torch.add(a.int(), b.int(), alpha=True),
+        lambda a, b: torch.add(a.to(torch.int8), b.to(torch.int8), alpha=300),
+        lambda a, b: torch.add(a.half(), b.half(), alpha=1e10),
+        lambda a, b: torch.clamp(a.to(torch.int8), min=300),
+        lambda a, b: torch.clamp(a.to(torch.uint8), min=-3),
+        lambda a, b: torch.clamp(a, min=True),
+        lambda a, b: a.half().masked_fill(b, -1e10),
+        lambda a, b: a.to(torch.int8) ** 300,
+        lambda a, b: a * nan,
+        lambda a, b: a / nan,
+        lambda a, b: a * torch.full(a.shape, -inf, device=a.device),
+    ],
+)
+def test_number_argument_checks_and_bools(fn: Callable[..., Any]) -> None:
+    compare(fn, t([True, False, True]), t([False, False, True]))
