@@ -7,6 +7,11 @@ namespace {
 using Rows = std::vector<LoweringRow>;
 using V = std::vector<Value>;
 
+// PyTorch has no bool matrix products.
+void reject_bool(OpContext& c, const char* op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(c.out(0).dtype != ElementType::kPred, "\"", op, "\" not implemented for 'Bool'");
+}
+
 Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
   return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {}, {}, {1}, {0}, {t, {a.type.dims[0], b.type.dims[1]}});
 }
@@ -21,29 +26,46 @@ Value scaled_add(OpContext& c, const Value& product) {
   TensorType o = c.out(0);
   double beta = c.has(3) ? c.scalar(3) : 1.0, alpha = c.has(4) ? c.scalar(4) : 1.0;
   Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.runtime_operand(4, o.dtype, o.dims));
+  // As BLAS: alpha 0 ignores the product (even inf/NaN in it), beta 0 ignores self.
+  if (alpha == 0.0) p = zeros(c.b, o);
   if (beta == 0.0) return p;  // PyTorch ignores self (even NaN) when beta is 0
   Value s = c.operand(0, o.dtype, o.dims);
   if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.runtime_operand(3, o.dtype, o.dims));
   return c.b.binary("stablehlo.add", s, p);
 }
 
-V mm_rule(OpContext& c) { return {matmul2d(c, c.tensor(0), c.tensor(1), c.out(0).dtype)}; }
-V bmm_rule(OpContext& c) { return {batched(c, c.tensor(0), c.tensor(1), c.out(0).dtype)}; }
-V addmm_rule(OpContext& c) { return {scaled_add(c, matmul2d(c, c.tensor(1), c.tensor(2), c.out(0).dtype))}; }
-V baddbmm_rule(OpContext& c) { return {scaled_add(c, batched(c, c.tensor(1), c.tensor(2), c.out(0).dtype))}; }
+V mm_rule(OpContext& c) {
+  reject_bool(c, "mm");
+  return {matmul2d(c, c.tensor(0), c.tensor(1), c.out(0).dtype)};
+}
+V bmm_rule(OpContext& c) {
+  reject_bool(c, "bmm");
+  return {batched(c, c.tensor(0), c.tensor(1), c.out(0).dtype)};
+}
+V addmm_rule(OpContext& c) {
+  reject_bool(c, "addmm");
+  return {scaled_add(c, matmul2d(c, c.tensor(1), c.tensor(2), c.out(0).dtype))};
+}
+V baddbmm_rule(OpContext& c) {
+  reject_bool(c, "baddbmm");
+  return {scaled_add(c, batched(c, c.tensor(1), c.tensor(2), c.out(0).dtype))};
+}
 
 V dot_rule(OpContext& c) {
+  reject_bool(c, "dot");
   ElementType t = c.out(0).dtype;
   return {c.b.dot_general(c.b.convert(c.tensor(0), t), c.b.convert(c.tensor(1), t), {}, {}, {0}, {0}, {t, {}})};
 }
 
 V mv_rule(OpContext& c) {
+  reject_bool(c, "mv");
   ElementType t = c.out(0).dtype;
   Value m = c.tensor(0);
   return {c.b.dot_general(c.b.convert(m, t), c.b.convert(c.tensor(1), t), {}, {}, {1}, {0}, {t, {m.type.dims[0]}})};
 }
 
 V addmv_rule(OpContext& c) {
+  reject_bool(c, "addmv");
   ElementType t = c.out(0).dtype;
   Value m = c.tensor(1);
   return {scaled_add(c, c.b.dot_general(c.b.convert(m, t), c.b.convert(c.tensor(2), t), {}, {}, {1}, {0},

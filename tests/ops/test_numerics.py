@@ -672,3 +672,16 @@ def test_half_times_python_number(dtype: torch.dtype) -> None:
 )
 def test_number_argument_checks_and_bools(fn: Callable[..., Any]) -> None:
     compare(fn, t([True, False, True]), t([False, False, True]))
+
+
+def test_matrix_products_alpha_zero_and_bool() -> None:
+    g = torch.Generator().manual_seed(5)
+    a = t([[inf, 1.0, 0.0, 2.0], [nan, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]])
+    b, c = torch.randn(4, 2, generator=g), torch.randn(3, 2, generator=g)
+    compare(lambda s, x, y: torch.addmm(s, x, y, alpha=0), c, a, b)
+    compare(lambda s, x, y: torch.addmv(s, x, y, alpha=0), c[:, 0], a, b[:, 0])
+    compare(lambda s, x, y: torch.addmm(s, x, y, beta=0), c * nan, b.T, b)
+    compare(lambda s, x, y: torch.baddbmm(s, x, y, alpha=0), c[None], a[None], b[None])
+    compare(torch.mm, a > 0, b > 0)
+    compare(torch.bmm, (a > 0)[None], (b > 0)[None])
+    compare(torch.mm, (a.nan_to_num() * 10).to(torch.int32), (b * 10).to(torch.int32))
