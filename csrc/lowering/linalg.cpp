@@ -24,10 +24,21 @@ Value batched(OpContext& c, const Value& a, const Value& b, ElementType t) {
 // beta * self + alpha * product (args: self, m1, m2, beta, alpha).
 Value scaled_add(OpContext& c, const Value& product) {
   TensorType o = c.out(0);
+  // self must expand to the product's shape even when beta is 0 (PyTorch's expand check and wording).
+  std::vector<int64_t> self_dims = c.arg(0).toTensor().sizes().vec();
+  int64_t lead = o.rank() - static_cast<int64_t>(self_dims.size());
+  TORCH_CHECK(lead >= 0, "The expanded size of the tensor must be at least the tensor's number of dimensions");
+  for (size_t i = 0; i < self_dims.size(); ++i) {
+    int64_t want = o.dims[lead + static_cast<int64_t>(i)];
+    TORCH_CHECK(self_dims[i] == 1 || self_dims[i] == want, "The expanded size of the tensor (", want,
+                ") must match the existing size (", self_dims[i], ") at non-singleton dimension ", lead + static_cast<int64_t>(i),
+                ".  Target sizes: ", c10::IntArrayRef(o.dims), ".  Tensor sizes: ", c10::IntArrayRef(self_dims));
+  }
   double beta = c.has(3) ? c.scalar(3) : 1.0, alpha = c.has(4) ? c.scalar(4) : 1.0;
   Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.runtime_operand(4, o.dtype, o.dims));
-  // As BLAS: alpha 0 ignores the product (even inf/NaN in it), beta 0 ignores self.
-  if (alpha == 0.0) p = zeros(c.b, o);
+  // addmm/addmv go to BLAS, where alpha 0 ignores the product (even inf/NaN in it); baddbmm's loop does not.
+  bool blas = c.op_name().rfind("addmm", 0) == 0 || c.op_name().rfind("addmv", 0) == 0;
+  if (alpha == 0.0 && blas) p = zeros(c.b, o);
   if (beta == 0.0) return p;  // PyTorch ignores self (even NaN) when beta is 0
   Value s = c.operand(0, o.dtype, o.dims);
   if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.runtime_operand(3, o.dtype, o.dims));
