@@ -1,16 +1,12 @@
 // Matrix products: mm, bmm, addmm, baddbmm, dot, mv, addmv — all one dot_general each.
 #include "lowering/op_context.h"
+#include "lowering/rule_helpers.h"  // reject_bool: PyTorch has no bool matrix products
 
 namespace torch_tpu {
 namespace {
 
 using Rows = std::vector<LoweringRow>;
 using V = std::vector<Value>;
-
-// PyTorch has no bool matrix products.
-void reject_bool(OpContext& c, const char* op) {
-  TORCH_CHECK_NOT_IMPLEMENTED(c.out(0).dtype != ElementType::kPred, "\"", op, "\" not implemented for 'Bool'");
-}
 
 Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
   return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {}, {}, {1}, {0}, {t, {a.type.dims[0], b.type.dims[1]}});
