@@ -189,6 +189,11 @@ Value HloBuilder::convert(const Value& v, ElementType dtype) {
   // Float -> narrow integer goes through s64 so out-of-range values wrap as a C cast does on the CPU, instead of
   // saturating as XLA's convert would.
   bool narrow_int = (is_signed_integer(dtype) || is_unsigned_integer(dtype)) && element_size(dtype) < 8;
+  // pred -> float goes through u8: XLA rewrites convert(pred) * x as select(pred, x, 0), which loses the NaN that
+  // 0 * inf or 0 * nan gives in PyTorch.
+  if (v.type.dtype == ElementType::kPred && (is_floating(dtype) || is_complex(dtype))) {
+    return op1("stablehlo.convert", {op1("stablehlo.convert", {v}, {ElementType::kU8, v.type.dims})}, {dtype, v.type.dims});
+  }
   if (is_floating(v.type.dtype) && narrow_int) {
     return op1("stablehlo.convert", {op1("stablehlo.convert", {v}, {ElementType::kS64, v.type.dims})},
                {dtype, v.type.dims});

@@ -1,9 +1,13 @@
-// Elementwise ops: arithmetic, unary math, comparisons, logic, where/clamp/fill, activations and their backwards.
+// Elementwise ops: arithmetic, unary math, comparisons, logic, where/clamp/fill (activations: activations.cpp).
 // Every rule computes in the result dtype PyTorch's meta kernel chose and broadcasts operands to the result shape.
+#include <ATen/native/TypeProperties.h>
+
 #include <cmath>
+#include <limits>
 
 #include "lowering/numerics.h"
 #include "lowering/op_context.h"
+#include "lowering/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {
@@ -11,10 +15,136 @@ namespace {
 using Rows = std::vector<LoweringRow>;
 using V = std::vector<Value>;
 
+// ---- PyTorch's checks on number arguments, which the meta kernels skip ----
+
+const char* c_type_name(at::ScalarType t) {
+  switch (t) {
+    case at::kByte: return "uint8_t";
+    case at::kChar: return "int8_t";
+    case at::kShort: return "int16_t";
+    case at::kInt: return "int32_t";
+    case at::kLong: return "int64_t";
+    case at::kHalf: return "c10::Half";
+    case at::kBFloat16: return "c10::BFloat16";
+    case at::kFloat: return "float";
+    case at::kDouble: return "double";
+    case at::kBool: return "bool";
+    default: return "scalar_t";
+  }
+}
+
+// The checked conversion of a number to a tensor dtype (fill_, masked_fill, clamp, where, pow's exponent).
+void check_fits(const c10::Scalar& v, at::ScalarType t) {
+  if (v.isComplex() || t == at::kBool || at::isComplexType(t)) return;
+  double d = v.toDouble();
+  bool overflow = false;
+  if (at::isFloatingType(t)) {
+    double max = t == at::kHalf ? 65504.0 : t == at::kBFloat16 ? 3.3895313892515355e38
+                 : t == at::kFloat ? 3.4028234663852886e38 : std::numeric_limits<double>::max();
+    overflow = std::isfinite(d) && std::fabs(d) > max;
+  } else if (v.isIntegral(false)) {
+    int64_t i = v.toLong();
+    switch (t) {
+      case at::kByte: overflow = i < -255 || i > 255; break;  // negative numbers may wrap (c10::overflows)
+      case at::kChar: overflow = i < -128 || i > 127; break;
+      case at::kShort: overflow = i < -32768 || i > 32767; break;
+      case at::kInt: overflow = i < std::numeric_limits<int32_t>::min() || i > std::numeric_limits<int32_t>::max(); break;
+      default: break;
+    }
+  } else if (v.isFloatingPoint()) {
+    double lo = t == at::kByte ? 0.0 : t == at::kChar ? -128.0 : t == at::kShort ? -32768.0
+                : t == at::kInt ? -2147483648.0 : -9223372036854775808.0;
+    double hi = t == at::kByte ? 255.0 : t == at::kChar ? 127.0 : t == at::kShort ? 32767.0
+                : t == at::kInt ? 2147483647.0 : 9223372036854775807.0;
+    overflow = !(d >= lo && d <= hi);  // NaN and infinities included
+  }
+  TORCH_CHECK(!overflow, "value cannot be converted to type ", c_type_name(t), " without overflow");
+}
+
+// Number argument i converted to the result's dtype.
+void check_number_arg(OpContext& c, size_t i) {
+  if (!c.has(i) || c.is_tensor(i) || !c.arg(i).isScalar()) return;
+  at::ScalarType t = at::kFloat;
+  switch (c.out(0).dtype) {
+    case ElementType::kPred: t = at::kBool; break;
+    case ElementType::kS8: t = at::kChar; break;
+    case ElementType::kS16: t = at::kShort; break;
+    case ElementType::kS32: t = at::kInt; break;
+    case ElementType::kS64: t = at::kLong; break;
+    case ElementType::kU8: t = at::kByte; break;
+    case ElementType::kF16: t = at::kHalf; break;
+    case ElementType::kBF16: t = at::kBFloat16; break;
+    case ElementType::kF64: t = at::kDouble; break;
+    case ElementType::kF32: t = at::kFloat; break;
+    default: return;
+  }
+  check_fits(c.arg(i).toScalar(), t);
+}
+
+bool is_bool_arg(const c10::IValue& v) {
+  return v.isTensor() ? v.toTensor().scalar_type() == at::kBool : v.isBool();
+}
+
+at::ScalarType result_type_of(const c10::IValue& a, const c10::IValue& b) {
+  at::native::ResultTypeState state = {};
+  for (const c10::IValue* v : {&a, &b}) {
+    if (v->isTensor()) {
+      state = at::native::update_result_type_state(v->toTensor(), state);
+    } else if (v->isScalar()) {
+      state = at::native::update_result_type_state(v->toScalar(), state);
+    }
+  }
+  return at::native::result_type(state);
+}
+
+// add/sub/rsub: PyTorch's sub_check and alpha_check, before the meta kernel (which words them differently).
+ArgumentPrep add_checks(bool subtract) {
+  return [subtract](std::vector<c10::IValue>& args) {
+    if (args.size() < 2) return;
+    if (subtract) {
+      TORCH_CHECK(!(is_bool_arg(args[0]) && is_bool_arg(args[1])),
+                  "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
+                  "operator instead.");
+      TORCH_CHECK(!is_bool_arg(args[0]) && !is_bool_arg(args[1]),
+                  "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+                  "mask, use the `~` or `logical_not()` operator instead.");
+    }
+    if (args.size() < 3 || !args[2].isScalar()) return;
+    c10::Scalar alpha = args[2].toScalar();
+    at::ScalarType t = result_type_of(args[0], args[1]);
+    TORCH_CHECK(!alpha.isBoolean() || t == at::kBool, "Boolean alpha only supported for Boolean results.");
+    TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t) || alpha.isIntegral(true),
+                "For integral input tensors, argument alpha must not be a floating point number.");
+    check_fits(alpha, t);
+  };
+}
+
 // Both operands (tensor or scalar) in dtype `t`, broadcast to result 0's shape.
 std::pair<Value, Value> operands(OpContext& c, ElementType t, size_t i = 0, size_t j = 1) {
   const auto& dims = c.out(0).dims;
   return {c.operand(i, t, dims), c.operand(j, t, dims)};
+}
+
+// Operands i and j cast to the result dtype (as PyTorch casts tensors and wrapped numbers to the common dtype,
+// so e.g. 1e10 becomes inf for a float16 result), then to the compute type `t`.
+std::pair<Value, Value> cast_operands(OpContext& c, ElementType t, size_t i = 0, size_t j = 1) {
+  auto [a, b] = operands(c, c.out(0).dtype, i, j);
+  return {c.b.convert(a, t), c.b.convert(b, t)};
+}
+
+// A Python number or a 0-d CPU tensor.
+bool cpu_scalar(OpContext& c, size_t i) {
+  if (!c.is_tensor(i)) return true;
+  const at::Tensor& t = c.arg(i).toTensor();
+  return t.is_cpu() && t.dim() == 0;
+}
+
+// mul/div: as cast_operands, except that a CPU scalar second operand keeps its full value in the compute type
+// (PyTorch's CPU mul/div kernels read it as their opmath type: float16 x * 0.1 uses 0.1f, not 0.1 rounded).
+std::pair<Value, Value> scaled_operands(OpContext& c, ElementType t) {
+  auto [a, b] = cast_operands(c, t);
+  if (cpu_scalar(c, 1) && !cpu_scalar(c, 0)) b = c.operand(1, t, c.out(0).dims);
+  return {a, b};
 }
 
 LoweringRule binary(const std::string& op) {
@@ -23,27 +153,6 @@ LoweringRule binary(const std::string& op) {
     return {c.b.binary(op, a, b)};
   };
 }
-
-// PyTorch's "not implemented for 'Int'" error for rules that only exist for floating types.
-void require_floating(OpContext& c, const char* op) {
-  if (is_floating(c.out(0).dtype) || is_complex(c.out(0).dtype)) return;
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", op, "\" not implemented for '", c10::toString(c.arg(0).toTensor().scalar_type()),
-                              "'");
-}
-
-void reject_bool(OpContext& c, const char* op) {
-  TORCH_CHECK_NOT_IMPLEMENTED(c.out(0).dtype != ElementType::kPred, "\"", op, "\" not implemented for 'Bool'");
-}
-
-// Argument i in the type the op computes in (float32 for float16/bfloat16 results), broadcast to the result.
-Value opmath_operand(OpContext& c, size_t i) {
-  return c.operand(i, opmath_type(c.out(0).dtype), c.out(0).dims);
-}
-
-Value to_result(OpContext& c, const Value& v) { return c.b.convert(v, c.out(0).dtype); }
-
-// The result type with the dtype the op computes in.
-TensorType compute_out(OpContext& c) { return {opmath_type(c.out(0).dtype), c.out(0).dims}; }
 
 LoweringRule unary(const std::string& op) {
   return [op](OpContext& c) -> V { return {to_result(c, c.b.unary(op, opmath_operand(c, 0)))}; };
@@ -112,12 +221,8 @@ Value scalar_in_result_type(OpContext& c, size_t i, ElementType t) {
 LoweringRule add_like(const std::string& op) {
   return [op](OpContext& c) -> V {
     TensorType o = c.out(0);
-    if (c.has(2) && !is_floating(o.dtype) && !is_complex(o.dtype)) {
-      TORCH_CHECK(!c.arg(2).toScalar().isFloatingPoint(),
-                  "For integral input tensors, argument alpha must not be a floating point number.");
-    }
     ElementType t = opmath_type(o.dtype);
-    auto [a, b] = operands(c, t);
+    auto [a, b] = cast_operands(c, t);
     if (c.has(2) && c.scalar(2) != 1.0) b = c.b.binary("stablehlo.multiply", b, scalar_in_result_type(c, 2, t));
     return {to_result(c, c.b.binary(op, a, b))};
   };
@@ -194,7 +299,7 @@ V divide(OpContext& c, const std::string& mode) {
   TensorType o = c.out(0);
   if (!mode.empty()) TORCH_CHECK_NOT_IMPLEMENTED(o.dtype != ElementType::kPred, "\"div_", mode, "\" not implemented for 'Bool'");
   if (is_floating(o.dtype) || is_complex(o.dtype)) {
-    auto [a, b] = operands(c, opmath_type(o.dtype));
+    auto [a, b] = scaled_operands(c, opmath_type(o.dtype));
     Value q = mode == "floor" ? floor_divide_float(c.b, a, b) : c.b.binary("stablehlo.divide", a, b);
     if (mode == "trunc") q = trunc_value(c.b, q);
     return {to_result(c, q)};
@@ -236,19 +341,13 @@ V div_rule(OpContext& c) {
 V pow_rule(OpContext& c) {
   TensorType o = c.out(0);
   HloBuilder& b = c.b;
-  bool all_bool = o.dtype == ElementType::kPred;
-  for (size_t i = 0; i < 2; ++i) all_bool = all_bool || (c.is_tensor(i) && c.arg(i).toTensor().scalar_type() == at::kBool && c.is_tensor(1 - i) && c.arg(1 - i).toTensor().scalar_type() == at::kBool);
+  bool all_bool = o.dtype == ElementType::kPred || (is_bool_arg(c.arg(0)) && is_bool_arg(c.arg(1)));
   TORCH_CHECK_NOT_IMPLEMENTED(!all_bool, "\"pow\" not implemented for 'Bool'");
   bool integral = !is_floating(o.dtype) && !is_complex(o.dtype);
+  if (c.is_tensor(0) && !c.is_tensor(1)) check_number_arg(c, 1);  // PyTorch converts the exponent to the dtype
   if (integral) {
     if (!c.is_tensor(1)) {
       TORCH_CHECK(c.integer(1) >= 0, "Integers to negative integer powers are not allowed.");
-      // PyTorch converts the exponent to the tensor's dtype first.
-      at::ScalarType st = c.arg(0).toTensor().scalar_type();
-      double e = c.scalar(1);
-      TORCH_CHECK(o.dtype == ElementType::kS64 || (e >= lowest(o.dtype) && e <= highest(o.dtype)),
-                  "value cannot be converted to type ", st == at::kByte ? "uint8_t" : st == at::kChar ? "int8_t"
-                  : st == at::kShort ? "int16_t" : "int32_t", " without overflow");
       return {integer_pow_const(b, c.operand(0, o.dtype, o.dims), static_cast<uint64_t>(c.integer(1)))};
     }
     auto [x, e] = operands(c, o.dtype);
@@ -257,7 +356,7 @@ V pow_rule(OpContext& c) {
   ElementType t = opmath_type(o.dtype);
   if (!c.is_tensor(1)) {
     double e = c.scalar(1);
-    Value x = c.operand(0, t, o.dims);
+    Value x = opmath_operand(c, 0);
     Value one = b.constant(1, t, o.dims);
     if (e == 1.0) return {to_result(c, x)};
     if (e == 2.0) return {to_result(c, b.binary("stablehlo.multiply", x, x))};
@@ -270,11 +369,14 @@ V pow_rule(OpContext& c) {
       if (e == -1.0) return {to_result(c, b.binary("stablehlo.divide", one, x))};
     }
   }
-  auto [x, e] = operands(c, t);
+  auto [x, e] = cast_operands(c, t);
   return {to_result(c, b.binary("stablehlo.power", x, e))};
 }
 
 V clamp_rule(OpContext& c) {  // a NaN input or bound gives NaN
+  reject_bool(c, "clamp");
+  check_number_arg(c, 1);
+  check_number_arg(c, 2);
   TensorType o = c.out(0);
   Value x = c.operand(0, o.dtype, o.dims);
   if (c.has(1)) x = nan_max(c.b, x, c.operand(1, o.dtype, o.dims));
@@ -290,12 +392,15 @@ V where_rule(OpContext& c) {
 }
 
 V masked_fill_rule(OpContext& c) {
+  check_number_arg(c, 2);
   TensorType o = c.out(0);
   Value mask = c.b.broadcast_to(c.tensor(1), o.dims);
   return {c.b.select(mask, c.operand(2, o.dtype, o.dims), c.operand(0, o.dtype, o.dims))};
 }
 
-V fill_rule(OpContext& c) { return {c.operand(1, c.out(0).dtype, c.out(0).dims)}; }
+V fill_rule(OpContext& c) {  // no overflow check: decompositions (e.g. where with a number) fill through here
+  return {c.operand(1, c.out(0).dtype, c.out(0).dims)};
+}
 V zero_rule(OpContext& c) { return {zeros(c.b, c.out(0))}; }
 
 V lerp_rule(OpContext& c) {  // as PyTorch: |w| < 0.5 ? self + w (end - self) : end - (end - self) (1 - w)
@@ -320,155 +425,6 @@ LoweringRule addc(const std::string& op) {  // self + value * (t1 op t2)
     if (c.has(3) && c.scalar(3) != 1.0) prod = c.b.binary("stablehlo.multiply", prod, scalar_in_result_type(c, 3, o.dtype));
     return {to_result(c, c.b.binary("stablehlo.add", s, prod))};
   };
-}
-
-Value sigmoid(HloBuilder& b, const Value& x) { return b.unary("stablehlo.logistic", x); }
-
-Value gelu_value(HloBuilder& b, const Value& x, bool tanh_approx) {
-  const TensorType& t = x.type;
-  Value half = b.constant(0.5, t.dtype, t.dims);
-  Value one = b.constant(1, t.dtype, t.dims);
-  Value inner;
-  if (tanh_approx) {
-    Value x3 = b.binary("stablehlo.multiply", b.binary("stablehlo.multiply", x, x), x);
-    Value poly = b.binary("stablehlo.add", x, b.binary("stablehlo.multiply", b.constant(0.044715, t.dtype, t.dims), x3));
-    inner = b.unary("stablehlo.tanh", b.binary("stablehlo.multiply", b.constant(std::sqrt(2.0 / M_PI), t.dtype, t.dims), poly));
-  } else {
-    inner = erf_value(b, b.binary("stablehlo.multiply", x, b.constant(M_SQRT1_2, t.dtype, t.dims)));
-  }
-  return b.binary("stablehlo.multiply", b.binary("stablehlo.multiply", half, x), b.binary("stablehlo.add", one, inner));
-}
-
-bool gelu_tanh(OpContext& c, size_t i) { return c.has(i) && c.arg(i).toStringRef() == "tanh"; }
-
-V gelu_rule(OpContext& c) {
-  require_floating(c, "gelu");
-  return {to_result(c, gelu_value(c.b, opmath_operand(c, 0), gelu_tanh(c, 1)))};
-}
-
-V gelu_backward_rule(OpContext& c) {  // gelu_backward(grad, self, approximate)
-  require_floating(c, "gelu_backward");
-  TensorType o = compute_out(c);
-  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
-  HloBuilder& b = c.b;
-  auto k = [&](double v) { return b.constant(v, o.dtype, o.dims); };
-  Value d;
-  if (gelu_tanh(c, 2)) {
-    Value x2 = b.binary("stablehlo.multiply", x, x);
-    Value inner = b.binary("stablehlo.multiply", k(std::sqrt(2.0 / M_PI)),
-                           b.binary("stablehlo.add", x, b.binary("stablehlo.multiply", k(0.044715), b.binary("stablehlo.multiply", x2, x))));
-    Value t = b.unary("stablehlo.tanh", inner);
-    Value dinner = b.binary("stablehlo.multiply", k(std::sqrt(2.0 / M_PI)),
-                            b.binary("stablehlo.add", k(1), b.binary("stablehlo.multiply", k(3 * 0.044715), x2)));
-    Value sech2 = b.binary("stablehlo.subtract", k(1), b.binary("stablehlo.multiply", t, t));
-    d = b.binary("stablehlo.add", b.binary("stablehlo.multiply", k(0.5), b.binary("stablehlo.add", k(1), t)),
-                 b.binary("stablehlo.multiply", b.binary("stablehlo.multiply", k(0.5), x), b.binary("stablehlo.multiply", sech2, dinner)));
-  } else {
-    Value cdf = b.binary("stablehlo.multiply", k(0.5),
-                         b.binary("stablehlo.add", k(1), erf_value(b, b.binary("stablehlo.multiply", x, k(M_SQRT1_2)))));
-    Value pdf = b.binary("stablehlo.multiply", k(0.5 * M_2_SQRTPI * M_SQRT1_2),
-                         b.unary("stablehlo.exponential", b.binary("stablehlo.multiply", k(-0.5), b.binary("stablehlo.multiply", x, x))));
-    d = b.binary("stablehlo.add", cdf, b.binary("stablehlo.multiply", x, pdf));
-  }
-  return {to_result(c, b.binary("stablehlo.multiply", g, d))};
-}
-
-V silu_rule(OpContext& c) {
-  require_floating(c, "silu");
-  Value x = opmath_operand(c, 0);
-  return {to_result(c, c.b.binary("stablehlo.multiply", x, sigmoid(c.b, x)))};
-}
-
-V silu_backward_rule(OpContext& c) {  // g * s * (1 + x * (1 - s))
-  TensorType o = compute_out(c);
-  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
-  Value s = sigmoid(c.b, x);
-  Value one = c.b.constant(1, o.dtype, o.dims);
-  Value d = c.b.binary("stablehlo.multiply", s,
-                       c.b.binary("stablehlo.add", one, c.b.binary("stablehlo.multiply", x, c.b.binary("stablehlo.subtract", one, s))));
-  return {to_result(c, c.b.binary("stablehlo.multiply", g, d))};
-}
-
-V sigmoid_backward_rule(OpContext& c) {  // g * y * (1 - y), y = sigmoid output
-  TensorType o = compute_out(c);
-  Value g = c.operand(0, o.dtype, o.dims), y = c.operand(1, o.dtype, o.dims);
-  Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), y);
-  return {to_result(c, c.b.binary("stablehlo.multiply", g, c.b.binary("stablehlo.multiply", y, one_minus)))};
-}
-
-V tanh_backward_rule(OpContext& c) {  // g * (1 - y^2)
-  TensorType o = compute_out(c);
-  Value g = c.operand(0, o.dtype, o.dims), y = c.operand(1, o.dtype, o.dims);
-  Value d = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), c.b.binary("stablehlo.multiply", y, y));
-  return {to_result(c, c.b.binary("stablehlo.multiply", g, d))};
-}
-
-V threshold_backward_rule(OpContext& c) {  // grad where self > threshold else 0
-  TensorType o = c.out(0);
-  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
-  // As PyTorch: x <= threshold ? 0 : grad, so a NaN input passes its gradient through.
-  Value drop = c.b.compare(CompareDirection::kLe, x, c.operand(2, o.dtype, o.dims));
-  return {c.b.select(drop, zeros(c.b, o), g)};
-}
-
-V relu_rule(OpContext& c) {
-  TensorType o = c.out(0);
-  TORCH_CHECK(o.dtype != ElementType::kPred, "Boolean inputs not supported for relu");
-  return {nan_max(c.b, c.operand(0, o.dtype, o.dims), zeros(c.b, o))};
-}
-
-V leaky_relu_rule(OpContext& c) {
-  require_floating(c, "leaky_relu");
-  TensorType o = c.out(0);
-  Value x = c.operand(0, o.dtype, o.dims);
-  double slope = c.has(1) ? c.scalar(1) : 0.01;
-  Value pos = c.b.compare(CompareDirection::kGt, x, zeros(c.b, o));
-  return {c.b.select(pos, x, c.b.binary("stablehlo.multiply", x, c.b.constant(slope, o.dtype, o.dims)))};
-}
-
-V leaky_relu_backward_rule(OpContext& c) {  // (grad, self, negative_slope, self_is_result)
-  TensorType o = c.out(0);
-  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
-  Value pos = c.b.compare(CompareDirection::kGt, x, zeros(c.b, o));
-  return {c.b.select(pos, g, c.b.binary("stablehlo.multiply", g, c.b.constant(c.scalar(2), o.dtype, o.dims)))};
-}
-
-V hardtanh_backward_rule(OpContext& c) {  // (grad, self, min_val, max_val)
-  TensorType o = c.out(0);
-  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
-  // As PyTorch: x <= min || x >= max ? 0 : grad (NaN passes the gradient through).
-  Value outside = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kLe, x, c.operand(2, o.dtype, o.dims)),
-                             c.b.compare(CompareDirection::kGe, x, c.operand(3, o.dtype, o.dims)));
-  return {c.b.select(outside, zeros(c.b, o), g)};
-}
-
-V logit_rule(OpContext& c) {  // log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given
-  TensorType o = compute_out(c);
-  Value x = c.operand(0, o.dtype, o.dims);
-  if (c.has(1)) {
-    double eps = c.scalar(1);
-    x = c.b.binary("stablehlo.maximum", x, c.b.constant(eps, o.dtype, o.dims));
-    x = c.b.binary("stablehlo.minimum", x, c.b.constant(1 - eps, o.dtype, o.dims));
-  }
-  Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), x);
-  return {to_result(c, c.b.unary("stablehlo.log", c.b.binary("stablehlo.divide", x, one_minus)))};
-}
-
-V logit_backward_rule(OpContext& c) {  // (grad, self, eps?): grad / (x (1 - x)), 0 outside [eps, 1 - eps]
-  TensorType o = compute_out(c);
-  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
-  Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), x);
-  Value d = c.b.binary("stablehlo.divide", g, c.b.binary("stablehlo.multiply", x, one_minus));
-  // Outside [lo, hi] PyTorch gives 0 with eps and NaN without (where lo, hi = 0, 1); a NaN x stays NaN.
-  double eps = c.has(2) ? c.scalar(2) : 0.0;
-  Value outside = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kLt, x, c.b.constant(eps, o.dtype, o.dims)),
-                             c.b.compare(CompareDirection::kGt, x, c.b.constant(1 - eps, o.dtype, o.dims)));
-  if (!c.has(2)) {  // at 0 and 1 (-0. included) PyTorch gives grad * inf
-    Value edge = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kEq, x, zeros(c.b, o)),
-                            c.b.compare(CompareDirection::kEq, x, c.b.constant(1, o.dtype, o.dims)));
-    d = c.b.select(edge, c.b.binary("stablehlo.multiply", g, c.b.constant(INFINITY, o.dtype, o.dims)), d);
-  }
-  return {to_result(c, c.b.select(outside, c.has(2) ? zeros(c.b, o) : c.b.constant(NAN, o.dtype, o.dims), d))};
 }
 
 V trunc_rule(OpContext& c) {
@@ -543,37 +499,25 @@ V nan_to_num_rule(OpContext& c) {
   return {r};
 }
 
-V hardtanh_rule(OpContext& c) {
-  TensorType o = c.out(0);
-  Value x = c.operand(0, o.dtype, o.dims);
-  x = nan_max(c.b, x, c.b.constant(c.has(1) ? c.scalar(1) : -1.0, o.dtype, o.dims));
-  return {nan_min(c.b, x, c.b.constant(c.has(2) ? c.scalar(2) : 1.0, o.dtype, o.dims))};
-}
-
-V softplus_rule(OpContext& c) {  // log1p(exp(beta x)) / beta, linear above threshold
-  require_floating(c, "softplus");
-  TensorType o = compute_out(c);
-  HloBuilder& b = c.b;
-  Value x = c.operand(0, o.dtype, o.dims);
-  double beta = c.has(1) ? c.scalar(1) : 1.0, threshold = c.has(2) ? c.scalar(2) : 20.0;
-  Value bx = b.binary("stablehlo.multiply", x, b.constant(beta, o.dtype, o.dims));
-  Value soft = b.binary("stablehlo.divide", b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", bx)),
-                        b.constant(beta, o.dtype, o.dims));
-  return {to_result(c, b.select(b.compare(CompareDirection::kGt, bx, b.constant(threshold, o.dtype, o.dims)), x, soft))};
-}
-
 }  // namespace
 
+void add_activation_rules(Rows& rows);  // activations.cpp
+
 void add_elementwise_rules(Rows& rows) {
-  rows.push_back({{"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"}, add_like("stablehlo.add")});
-  rows.push_back({{"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"}, add_like("stablehlo.subtract")});
-  rows.push_back({{"rsub.Tensor", "rsub.Scalar"}, [](OpContext& c) -> V {
+  add_activation_rules(rows);
+  rows.push_back({{"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"}, add_like("stablehlo.add"), add_checks(false)});
+  rows.push_back({{"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"}, add_like("stablehlo.subtract"), add_checks(true)});
+  rows.push_back({{"rsub.Tensor", "rsub.Scalar"}, [](OpContext& c) -> V {  // other - alpha * self
                     TensorType o = c.out(0);
-                    auto [a, b] = operands(c, o.dtype);
-                    if (c.has(2) && c.scalar(2) != 1.0) a = c.b.binary("stablehlo.multiply", a, c.runtime_operand(2, o.dtype, o.dims));
-                    return {c.b.binary("stablehlo.subtract", b, a)};
+                    ElementType t = opmath_type(o.dtype);
+                    auto [a, b] = cast_operands(c, t);
+                    if (c.has(2) && c.scalar(2) != 1.0) a = c.b.binary("stablehlo.multiply", a, scalar_in_result_type(c, 2, t));
+                    return {to_result(c, c.b.binary("stablehlo.subtract", b, a))};
+                  }, add_checks(true)});
+  rows.push_back({{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, [](OpContext& c) -> V {
+                    auto [a, b] = scaled_operands(c, opmath_type(c.out(0).dtype));
+                    return {to_result(c, c.b.binary("stablehlo.multiply", a, b))};
                   }});
-  rows.push_back({{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, binary("stablehlo.multiply")});
   rows.push_back({{"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
                    "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode", "div_.Scalar_mode"},
                   div_rule, reject_bool_division(false)});
@@ -612,33 +556,12 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"tanh", "tanh_", "tanh.out"}, unary("stablehlo.tanh")});
   rows.push_back({{"sigmoid", "sigmoid_", "sigmoid.out"}, unary("stablehlo.logistic")});
   rows.push_back({{"erf", "erf_", "erf.out"}, [](OpContext& c) -> V { return {erf_value(c.b, c.operand(0, c.out(0).dtype, c.out(0).dims))}; }});
-  rows.push_back({{"logit", "logit_", "logit.out"}, logit_rule});
-  rows.push_back({{"logit_backward", "logit_backward.grad_input"}, logit_backward_rule});
   rows.push_back({{"floor", "floor_", "floor.out"}, rounding("stablehlo.floor", "floor")});
   rows.push_back({{"ceil", "ceil_", "ceil.out"}, rounding("stablehlo.ceil", "ceil")});
   rows.push_back({{"round", "round_", "round.out"}, rounding("stablehlo.round_nearest_even", "round")});
   rows.push_back({{"round.decimals", "round_.decimals", "round.decimals_out"}, round_decimals_rule});
   rows.push_back({{"trunc", "trunc_", "trunc.out"}, trunc_rule});
   rows.push_back({{"reciprocal", "reciprocal_", "reciprocal.out"}, reciprocal_rule});
-  rows.push_back({{"relu", "relu_"}, relu_rule});
-  rows.push_back({{"leaky_relu", "leaky_relu_", "leaky_relu.out"}, leaky_relu_rule});
-  rows.push_back({{"leaky_relu_backward", "leaky_relu_backward.grad_input"}, leaky_relu_backward_rule});
-  rows.push_back({{"hardtanh", "hardtanh_", "hardtanh.out"}, hardtanh_rule});
-  rows.push_back({{"hardtanh_backward", "hardtanh_backward.grad_input"}, hardtanh_backward_rule});
-  rows.push_back({{"softplus", "softplus.out"}, softplus_rule});
-  rows.push_back({{"gelu", "gelu_", "gelu.out"}, gelu_rule});
-  rows.push_back({{"gelu_backward", "gelu_backward.grad_input"}, gelu_backward_rule});
-  rows.push_back({{"silu", "silu_", "silu.out"}, silu_rule});
-  rows.push_back({{"silu_backward", "silu_backward.grad_input"}, silu_backward_rule});
-  rows.push_back({{"sigmoid_backward", "sigmoid_backward.grad_input"}, sigmoid_backward_rule});
-  rows.push_back({{"tanh_backward", "tanh_backward.grad_input"}, tanh_backward_rule});
-  rows.push_back({{"threshold_backward", "threshold_backward.grad_input"}, threshold_backward_rule});
-  rows.push_back({{"threshold", "threshold_", "threshold.out"}, [](OpContext& c) -> V {  // x <= threshold ? value : x
-                    TensorType o = c.out(0);
-                    Value x = c.operand(0, o.dtype, o.dims);
-                    Value drop = c.b.compare(CompareDirection::kLe, x, c.operand(1, o.dtype, o.dims));
-                    return {c.b.select(drop, c.operand(2, o.dtype, o.dims), x)};
-                  }});
 
   rows.push_back({{"eq.Tensor", "eq_.Tensor", "eq.Tensor_out", "eq.Scalar", "eq_.Scalar", "eq.Scalar_out"}, compare(CompareDirection::kEq)});
   rows.push_back({{"ne.Tensor", "ne_.Tensor", "ne.Tensor_out", "ne.Scalar", "ne_.Scalar", "ne.Scalar_out"}, compare(CompareDirection::kNe)});
@@ -669,8 +592,16 @@ void add_elementwise_rules(Rows& rows) {
 
   rows.push_back({{"where.self", "where.self_out"}, where_rule});
   rows.push_back({{"clamp", "clamp_", "clamp.out", "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out"}, clamp_rule});
-  rows.push_back({{"clamp_min", "clamp_min_", "clamp_min.out", "clamp_min.Tensor", "clamp_min_.Tensor"}, binary_fn(nan_max)});
-  rows.push_back({{"clamp_max", "clamp_max_", "clamp_max.out", "clamp_max.Tensor", "clamp_max_.Tensor"}, binary_fn(nan_min)});
+  rows.push_back({{"clamp_min", "clamp_min_", "clamp_min.out", "clamp_min.Tensor", "clamp_min_.Tensor"}, [](OpContext& c) -> V {
+                    reject_bool(c, "clamp_min");
+                    check_number_arg(c, 1);
+                    return binary_fn(nan_max)(c);
+                  }});
+  rows.push_back({{"clamp_max", "clamp_max_", "clamp_max.out", "clamp_max.Tensor", "clamp_max_.Tensor"}, [](OpContext& c) -> V {
+                    reject_bool(c, "clamp_max");
+                    check_number_arg(c, 1);
+                    return binary_fn(nan_min)(c);
+                  }});
   rows.push_back({{"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Tensor", "masked_fill_.Tensor"}, masked_fill_rule});
   rows.push_back({{"fill_.Scalar", "fill_.Tensor", "fill.Scalar", "fill.Tensor"}, fill_rule});
   rows.push_back({{"zero_"}, zero_rule});

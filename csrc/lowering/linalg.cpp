@@ -1,5 +1,6 @@
 // Matrix products: mm, bmm, addmm, baddbmm, dot, mv, addmv — all one dot_general each.
 #include "lowering/op_context.h"
+#include "lowering/rule_helpers.h"  // reject_bool: PyTorch has no bool matrix products
 
 namespace torch_tpu {
 namespace {
@@ -27,18 +28,46 @@ Value batched(OpContext& c, const Value& a, const Value& b, ElementType t) {
 Value scaled_add(OpContext& c, const Value& product) {
   TensorType o = c.out(0);
   ElementType t = product.type.dtype;
+  // self must expand to the product's shape even when beta is 0 (PyTorch's expand check and wording).
+  std::vector<int64_t> self_dims = c.arg(0).toTensor().sizes().vec();
+  int64_t lead = o.rank() - static_cast<int64_t>(self_dims.size());
+  TORCH_CHECK(lead >= 0, "The expanded size of the tensor must be at least the tensor's number of dimensions");
+  for (size_t i = 0; i < self_dims.size(); ++i) {
+    int64_t want = o.dims[lead + static_cast<int64_t>(i)];
+    TORCH_CHECK(self_dims[i] == 1 || self_dims[i] == want, "The expanded size of the tensor (", want,
+                ") must match the existing size (", self_dims[i], ") at non-singleton dimension ",
+                lead + static_cast<int64_t>(i), ".  Target sizes: ", c10::IntArrayRef(o.dims),
+                ".  Tensor sizes: ", c10::IntArrayRef(self_dims));
+  }
   double beta = c.has(3) ? c.scalar(3) : 1.0, alpha = c.has(4) ? c.scalar(4) : 1.0;
   Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.runtime_operand(4, t, o.dims));
+  // addmm/addmv go to BLAS, where alpha 0 ignores the product (even inf/NaN in it); baddbmm's loop does not.
+  bool blas = c.op_name().rfind("addmm", 0) == 0 || c.op_name().rfind("addmv", 0) == 0;
+  if (alpha == 0.0 && blas) p = c.b.constant(0, t, o.dims);
   if (beta == 0.0) return c.b.convert(p, o.dtype);  // PyTorch ignores self (even NaN) when beta is 0
   Value s = c.operand(0, t, o.dims);
   if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.runtime_operand(3, t, o.dims));
   return c.b.convert(c.b.binary("stablehlo.add", s, p), o.dtype);
 }
 
-V mm_rule(OpContext& c) { return {c.b.convert(matmul2d(c, c.tensor(0), c.tensor(1), c.out(0).dtype), c.out(0).dtype)}; }
-V bmm_rule(OpContext& c) { return {c.b.convert(batched(c, c.tensor(0), c.tensor(1), c.out(0).dtype), c.out(0).dtype)}; }
-V addmm_rule(OpContext& c) { return {scaled_add(c, matmul2d(c, c.tensor(1), c.tensor(2), c.out(0).dtype))}; }
-V baddbmm_rule(OpContext& c) { return {scaled_add(c, batched(c, c.tensor(1), c.tensor(2), c.out(0).dtype))}; }
+Value rounded(OpContext& c, const Value& v) { return c.b.convert(v, c.out(0).dtype); }
+
+V mm_rule(OpContext& c) {
+  reject_bool(c, "mm");
+  return {rounded(c, matmul2d(c, c.tensor(0), c.tensor(1), c.out(0).dtype))};
+}
+V bmm_rule(OpContext& c) {
+  reject_bool(c, "bmm");
+  return {rounded(c, batched(c, c.tensor(0), c.tensor(1), c.out(0).dtype))};
+}
+V addmm_rule(OpContext& c) {
+  reject_bool(c, "addmm");
+  return {scaled_add(c, matmul2d(c, c.tensor(1), c.tensor(2), c.out(0).dtype))};
+}
+V baddbmm_rule(OpContext& c) {
+  reject_bool(c, "baddbmm");
+  return {scaled_add(c, batched(c, c.tensor(1), c.tensor(2), c.out(0).dtype))};
+}
 
 Value vector_product(OpContext& c, size_t lhs, size_t rhs, const std::vector<int64_t>& contract_lhs,
                      const std::vector<int64_t>& result_dims) {
@@ -47,13 +76,20 @@ Value vector_product(OpContext& c, size_t lhs, size_t rhs, const std::vector<int
                          {acc_type(t), result_dims});
 }
 
-V dot_rule(OpContext& c) { return {c.b.convert(vector_product(c, 0, 1, {0}, {}), c.out(0).dtype)}; }
-
-V mv_rule(OpContext& c) {
-  return {c.b.convert(vector_product(c, 0, 1, {1}, {c.arg(0).toTensor().size(0)}), c.out(0).dtype)};
+V dot_rule(OpContext& c) {
+  reject_bool(c, "dot");
+  return {rounded(c, vector_product(c, 0, 1, {0}, {}))};
 }
 
-V addmv_rule(OpContext& c) { return {scaled_add(c, vector_product(c, 1, 2, {1}, {c.arg(1).toTensor().size(0)}))}; }
+V mv_rule(OpContext& c) {
+  reject_bool(c, "mv");
+  return {rounded(c, vector_product(c, 0, 1, {1}, {c.arg(0).toTensor().size(0)}))};
+}
+
+V addmv_rule(OpContext& c) {
+  reject_bool(c, "addmv");
+  return {scaled_add(c, vector_product(c, 1, 2, {1}, {c.arg(1).toTensor().size(0)}))};
+}
 
 }  // namespace
 

@@ -1,0 +1,210 @@
+// Activations and their backwards: relu/leaky_relu/hardtanh/threshold, gelu (exact and tanh), silu, softplus,
+// logit, and the sigmoid/tanh backwards. Float16/bfloat16 compute in float32 (see rule_helpers.h); NaN inputs
+// follow PyTorch's comparisons (a NaN passes its gradient through relu/hardtanh/threshold backwards).
+#include <cmath>
+
+#include "lowering/numerics.h"
+#include "lowering/op_context.h"
+#include "lowering/rule_helpers.h"
+
+namespace torch_tpu {
+namespace {
+
+using Rows = std::vector<LoweringRow>;
+using V = std::vector<Value>;
+
+Value sigmoid(HloBuilder& b, const Value& x) { return b.unary("stablehlo.logistic", x); }
+
+Value gelu_value(HloBuilder& b, const Value& x, bool tanh_approx) {
+  const TensorType& t = x.type;
+  Value half = b.constant(0.5, t.dtype, t.dims);
+  Value one = b.constant(1, t.dtype, t.dims);
+  Value inner;
+  if (tanh_approx) {
+    Value x3 = b.binary("stablehlo.multiply", b.binary("stablehlo.multiply", x, x), x);
+    Value poly = b.binary("stablehlo.add", x, b.binary("stablehlo.multiply", b.constant(0.044715, t.dtype, t.dims), x3));
+    inner = b.unary("stablehlo.tanh", b.binary("stablehlo.multiply", b.constant(std::sqrt(2.0 / M_PI), t.dtype, t.dims), poly));
+  } else {
+    inner = erf_value(b, b.binary("stablehlo.multiply", x, b.constant(M_SQRT1_2, t.dtype, t.dims)));
+  }
+  return b.binary("stablehlo.multiply", b.binary("stablehlo.multiply", half, x), b.binary("stablehlo.add", one, inner));
+}
+
+bool gelu_tanh(OpContext& c, size_t i) { return c.has(i) && c.arg(i).toStringRef() == "tanh"; }
+
+V gelu_rule(OpContext& c) {
+  require_floating(c, "gelu");
+  return {to_result(c, gelu_value(c.b, opmath_operand(c, 0), gelu_tanh(c, 1)))};
+}
+
+V gelu_backward_rule(OpContext& c) {  // gelu_backward(grad, self, approximate)
+  require_floating(c, "gelu_backward");
+  TensorType o = compute_out(c);
+  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
+  HloBuilder& b = c.b;
+  auto k = [&](double v) { return b.constant(v, o.dtype, o.dims); };
+  Value d;
+  if (gelu_tanh(c, 2)) {
+    Value x2 = b.binary("stablehlo.multiply", x, x);
+    Value inner = b.binary("stablehlo.multiply", k(std::sqrt(2.0 / M_PI)),
+                           b.binary("stablehlo.add", x, b.binary("stablehlo.multiply", k(0.044715), b.binary("stablehlo.multiply", x2, x))));
+    Value t = b.unary("stablehlo.tanh", inner);
+    Value dinner = b.binary("stablehlo.multiply", k(std::sqrt(2.0 / M_PI)),
+                            b.binary("stablehlo.add", k(1), b.binary("stablehlo.multiply", k(3 * 0.044715), x2)));
+    Value sech2 = b.binary("stablehlo.subtract", k(1), b.binary("stablehlo.multiply", t, t));
+    d = b.binary("stablehlo.add", b.binary("stablehlo.multiply", k(0.5), b.binary("stablehlo.add", k(1), t)),
+                 b.binary("stablehlo.multiply", b.binary("stablehlo.multiply", k(0.5), x), b.binary("stablehlo.multiply", sech2, dinner)));
+  } else {
+    Value cdf = b.binary("stablehlo.multiply", k(0.5),
+                         b.binary("stablehlo.add", k(1), erf_value(b, b.binary("stablehlo.multiply", x, k(M_SQRT1_2)))));
+    Value pdf = b.binary("stablehlo.multiply", k(0.5 * M_2_SQRTPI * M_SQRT1_2),
+                         b.unary("stablehlo.exponential", b.binary("stablehlo.multiply", k(-0.5), b.binary("stablehlo.multiply", x, x))));
+    d = b.binary("stablehlo.add", cdf, b.binary("stablehlo.multiply", x, pdf));
+  }
+  return {to_result(c, b.binary("stablehlo.multiply", g, d))};
+}
+
+V silu_rule(OpContext& c) {
+  require_floating(c, "silu");
+  Value x = opmath_operand(c, 0);
+  return {to_result(c, c.b.binary("stablehlo.multiply", x, sigmoid(c.b, x)))};
+}
+
+V silu_backward_rule(OpContext& c) {  // g * s * (1 + x * (1 - s))
+  TensorType o = compute_out(c);
+  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
+  Value s = sigmoid(c.b, x);
+  Value one = c.b.constant(1, o.dtype, o.dims);
+  Value d = c.b.binary("stablehlo.multiply", s,
+                       c.b.binary("stablehlo.add", one, c.b.binary("stablehlo.multiply", x, c.b.binary("stablehlo.subtract", one, s))));
+  return {to_result(c, c.b.binary("stablehlo.multiply", g, d))};
+}
+
+V sigmoid_backward_rule(OpContext& c) {  // g * y * (1 - y), y = sigmoid output
+  TensorType o = compute_out(c);
+  Value g = c.operand(0, o.dtype, o.dims), y = c.operand(1, o.dtype, o.dims);
+  Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), y);
+  return {to_result(c, c.b.binary("stablehlo.multiply", g, c.b.binary("stablehlo.multiply", y, one_minus)))};
+}
+
+V tanh_backward_rule(OpContext& c) {  // g * (1 - y^2)
+  TensorType o = compute_out(c);
+  Value g = c.operand(0, o.dtype, o.dims), y = c.operand(1, o.dtype, o.dims);
+  Value d = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), c.b.binary("stablehlo.multiply", y, y));
+  return {to_result(c, c.b.binary("stablehlo.multiply", g, d))};
+}
+
+V threshold_backward_rule(OpContext& c) {  // grad where self > threshold else 0
+  TensorType o = c.out(0);
+  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
+  // As PyTorch: x <= threshold ? 0 : grad, so a NaN input passes its gradient through.
+  Value drop = c.b.compare(CompareDirection::kLe, x, c.operand(2, o.dtype, o.dims));
+  return {c.b.select(drop, zeros(c.b, o), g)};
+}
+
+V relu_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  TORCH_CHECK(o.dtype != ElementType::kPred, "Boolean inputs not supported for relu");
+  return {nan_max(c.b, c.operand(0, o.dtype, o.dims), zeros(c.b, o))};
+}
+
+V leaky_relu_rule(OpContext& c) {
+  require_floating(c, "leaky_relu");
+  TensorType o = c.out(0);
+  Value x = c.operand(0, o.dtype, o.dims);
+  double slope = c.has(1) ? c.scalar(1) : 0.01;
+  Value pos = c.b.compare(CompareDirection::kGt, x, zeros(c.b, o));
+  return {c.b.select(pos, x, c.b.binary("stablehlo.multiply", x, c.b.constant(slope, o.dtype, o.dims)))};
+}
+
+V leaky_relu_backward_rule(OpContext& c) {  // (grad, self, negative_slope, self_is_result)
+  TensorType o = c.out(0);
+  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
+  Value pos = c.b.compare(CompareDirection::kGt, x, zeros(c.b, o));
+  return {c.b.select(pos, g, c.b.binary("stablehlo.multiply", g, c.b.constant(c.scalar(2), o.dtype, o.dims)))};
+}
+
+V hardtanh_backward_rule(OpContext& c) {  // (grad, self, min_val, max_val)
+  TensorType o = c.out(0);
+  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
+  // As PyTorch: x <= min || x >= max ? 0 : grad (NaN passes the gradient through).
+  Value outside = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kLe, x, c.operand(2, o.dtype, o.dims)),
+                             c.b.compare(CompareDirection::kGe, x, c.operand(3, o.dtype, o.dims)));
+  return {c.b.select(outside, zeros(c.b, o), g)};
+}
+
+V logit_rule(OpContext& c) {  // log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given
+  TensorType o = compute_out(c);
+  Value x = c.operand(0, o.dtype, o.dims);
+  if (c.has(1)) {
+    double eps = c.scalar(1);
+    x = c.b.binary("stablehlo.maximum", x, c.b.constant(eps, o.dtype, o.dims));
+    x = c.b.binary("stablehlo.minimum", x, c.b.constant(1 - eps, o.dtype, o.dims));
+  }
+  Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), x);
+  return {to_result(c, c.b.unary("stablehlo.log", c.b.binary("stablehlo.divide", x, one_minus)))};
+}
+
+V logit_backward_rule(OpContext& c) {  // (grad, self, eps?): grad / (x (1 - x)), 0 outside [eps, 1 - eps]
+  TensorType o = compute_out(c);
+  Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
+  Value one_minus = c.b.binary("stablehlo.subtract", c.b.constant(1, o.dtype, o.dims), x);
+  Value d = c.b.binary("stablehlo.divide", g, c.b.binary("stablehlo.multiply", x, one_minus));
+  // Outside [lo, hi] PyTorch gives 0 with eps and NaN without (where lo, hi = 0, 1); a NaN x stays NaN.
+  double eps = c.has(2) ? c.scalar(2) : 0.0;
+  Value outside = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kLt, x, c.b.constant(eps, o.dtype, o.dims)),
+                             c.b.compare(CompareDirection::kGt, x, c.b.constant(1 - eps, o.dtype, o.dims)));
+  if (!c.has(2)) {  // at 0 and 1 (-0. included) PyTorch gives grad * inf
+    Value edge = c.b.binary("stablehlo.or", c.b.compare(CompareDirection::kEq, x, zeros(c.b, o)),
+                            c.b.compare(CompareDirection::kEq, x, c.b.constant(1, o.dtype, o.dims)));
+    d = c.b.select(edge, c.b.binary("stablehlo.multiply", g, c.b.constant(INFINITY, o.dtype, o.dims)), d);
+  }
+  return {to_result(c, c.b.select(outside, c.has(2) ? zeros(c.b, o) : c.b.constant(NAN, o.dtype, o.dims), d))};
+}
+
+V hardtanh_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  Value x = c.operand(0, o.dtype, o.dims);
+  x = nan_max(c.b, x, c.b.constant(c.has(1) ? c.scalar(1) : -1.0, o.dtype, o.dims));
+  return {nan_min(c.b, x, c.b.constant(c.has(2) ? c.scalar(2) : 1.0, o.dtype, o.dims))};
+}
+
+V softplus_rule(OpContext& c) {  // log1p(exp(beta x)) / beta, linear above threshold
+  require_floating(c, "softplus");
+  TensorType o = compute_out(c);
+  HloBuilder& b = c.b;
+  Value x = c.operand(0, o.dtype, o.dims);
+  double beta = c.has(1) ? c.scalar(1) : 1.0, threshold = c.has(2) ? c.scalar(2) : 20.0;
+  Value bx = b.binary("stablehlo.multiply", x, b.constant(beta, o.dtype, o.dims));
+  Value soft = b.binary("stablehlo.divide", b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", bx)),
+                        b.constant(beta, o.dtype, o.dims));
+  return {to_result(c, b.select(b.compare(CompareDirection::kGt, bx, b.constant(threshold, o.dtype, o.dims)), x, soft))};
+}
+
+}  // namespace
+
+void add_activation_rules(Rows& rows) {
+  rows.push_back({{"logit", "logit_", "logit.out"}, logit_rule});
+  rows.push_back({{"logit_backward", "logit_backward.grad_input"}, logit_backward_rule});
+  rows.push_back({{"relu", "relu_"}, relu_rule});
+  rows.push_back({{"leaky_relu", "leaky_relu_", "leaky_relu.out"}, leaky_relu_rule});
+  rows.push_back({{"leaky_relu_backward", "leaky_relu_backward.grad_input"}, leaky_relu_backward_rule});
+  rows.push_back({{"hardtanh", "hardtanh_", "hardtanh.out"}, hardtanh_rule});
+  rows.push_back({{"hardtanh_backward", "hardtanh_backward.grad_input"}, hardtanh_backward_rule});
+  rows.push_back({{"softplus", "softplus.out"}, softplus_rule});
+  rows.push_back({{"gelu", "gelu_", "gelu.out"}, gelu_rule});
+  rows.push_back({{"gelu_backward", "gelu_backward.grad_input"}, gelu_backward_rule});
+  rows.push_back({{"silu", "silu_", "silu.out"}, silu_rule});
+  rows.push_back({{"silu_backward", "silu_backward.grad_input"}, silu_backward_rule});
+  rows.push_back({{"sigmoid_backward", "sigmoid_backward.grad_input"}, sigmoid_backward_rule});
+  rows.push_back({{"tanh_backward", "tanh_backward.grad_input"}, tanh_backward_rule});
+  rows.push_back({{"threshold_backward", "threshold_backward.grad_input"}, threshold_backward_rule});
+  rows.push_back({{"threshold", "threshold_", "threshold.out"}, [](OpContext& c) -> V {  // x <= threshold ? value : x
+                    TensorType o = c.out(0);
+                    Value x = c.operand(0, o.dtype, o.dims);
+                    Value drop = c.b.compare(CompareDirection::kLe, x, c.operand(1, o.dtype, o.dims));
+                    return {c.b.select(drop, c.operand(2, o.dtype, o.dims), x)};
+                  }});
+}
+
+}  // namespace torch_tpu
