@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "exec/graph.h"
 #include "exec/tensor_program.h"
 #include "lowering/attention.h"
 #include "lowering/op_context.h"
@@ -77,26 +78,27 @@ tpu_sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   TORCH_CHECK(dropout_p == 0.0, "tpu's fused attention has no dropout; SDPA takes the math path when dropout_p > 0");
   TORCH_CHECK(q.dim() == k.dim() && q.dim() == v.dim() && q.dim() >= 2,
               "scaled_dot_product_attention: query, key and value must have the same rank (>= 2)");
-  TensorProgram p(q.device().index());
-  HloBuilder& b = p.builder();
-  std::optional<Value> bias_value;
-  if (bias.has_value() && bias->defined()) {
-    // A boolean mask (True = attend) becomes the additive 0 / -inf bias the math path uses.
-    Value m = p.read(*bias);
-    if (bias->scalar_type() == at::kBool) {
-      m = b.select(m, b.constant(0, ElementType::kF32, m.type.dims),
-                   b.constant(-std::numeric_limits<double>::infinity(), ElementType::kF32, m.type.dims));
+  at::Tensor out, lse;
+  with_program(q.device().index(), [&](TensorProgram& p) {
+    HloBuilder& b = p.builder();
+    std::optional<Value> bias_value;
+    if (bias.has_value() && bias->defined()) {
+      // A boolean mask (True = attend) becomes the additive 0 / -inf bias the math path uses.
+      Value m = p.read(*bias);
+      if (bias->scalar_type() == at::kBool) {
+        m = b.select(m, b.constant(0, ElementType::kF32, m.type.dims),
+                     b.constant(-std::numeric_limits<double>::infinity(), ElementType::kF32, m.type.dims));
+      }
+      bias_value = m;
     }
-    bias_value = m;
-  }
-  int64_t heads = q.dim() == 4 ? q.size(1) : 0;
-  AttentionForward f = attention_forward(b, p.read(q), repeat_heads(b, p.read(k), heads),
-                                         repeat_heads(b, p.read(v), heads), bias_value, shape_of(q, is_causal, scale));
-  at::Tensor out = p.output(f.out, q.scalar_type());
-  // logsumexp is (B, H, Lq); 3-D inputs count as B = 1 (PyTorch's meta kernel for this op).
-  Value lse_value = q.dim() == 3 ? b.reshape(f.logsumexp, {1, q.size(0), q.size(1)}) : f.logsumexp;
-  at::Tensor lse = p.output(lse_value, at::kFloat);
-  p.run();
+    int64_t heads = q.dim() == 4 ? q.size(1) : 0;
+    AttentionForward f = attention_forward(b, p.read(q), repeat_heads(b, p.read(k), heads),
+                                           repeat_heads(b, p.read(v), heads), bias_value, shape_of(q, is_causal, scale));
+    out = p.output(f.out, q.scalar_type());
+    // logsumexp is (B, H, Lq); 3-D inputs count as B = 1 (PyTorch's meta kernel for this op).
+    Value lse_value = q.dim() == 3 ? b.reshape(f.logsumexp, {1, q.size(0), q.size(1)}) : f.logsumexp;
+    lse = p.output(lse_value, at::kFloat);
+  });
   return {out, lse, at::Tensor(), at::Tensor(), c10::SymInt(q.size(-2)), c10::SymInt(k.size(-2)), at::Tensor(),
           at::Tensor(), at::Tensor()};
 }
@@ -106,25 +108,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tpu_sdpa_backward(
     const at::Tensor& bias, std::array<bool, 4> mask, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, int64_t max_q, int64_t max_k, double dropout_p,
     bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset, std::optional<double> scale) {
-  TensorProgram p(q.device().index());
-  HloBuilder& b = p.builder();
-  std::optional<Value> bias_value;
-  if (bias.defined()) bias_value = p.read(bias);
-  bool want_dbias = mask[3] && bias.defined() && bias.scalar_type() != at::kBool;
-  int64_t heads = q.dim() == 4 ? q.size(1) : 0;
-  AttentionGrads g = attention_backward(b, p.read(grad_out), p.read(q), repeat_heads(b, p.read(k), heads),
-                                        repeat_heads(b, p.read(v), heads), bias_value, p.read(out),
-                                        q.dim() == 3 ? b.reshape(p.read(lse), {q.size(0), q.size(1)}) : p.read(lse),
-                                        shape_of(q, is_causal, scale), want_dbias);
-  if (heads != 0) {
-    g.dk = sum_heads(b, g.dk, k.size(1));
-    g.dv = sum_heads(b, g.dv, v.size(1));
-  }
-  at::Tensor dq = mask[0] ? p.output(g.dq, q.scalar_type()) : at::Tensor();
-  at::Tensor dk = mask[1] ? p.output(g.dk, k.scalar_type()) : at::Tensor();
-  at::Tensor dv = mask[2] ? p.output(g.dv, v.scalar_type()) : at::Tensor();
-  at::Tensor dbias = want_dbias ? p.output(*g.dbias, bias.scalar_type()) : at::Tensor();
-  p.run();
+  at::Tensor dq, dk, dv, dbias;
+  with_program(q.device().index(), [&](TensorProgram& p) {
+    HloBuilder& b = p.builder();
+    std::optional<Value> bias_value;
+    if (bias.defined()) bias_value = p.read(bias);
+    bool want_dbias = mask[3] && bias.defined() && bias.scalar_type() != at::kBool;
+    int64_t heads = q.dim() == 4 ? q.size(1) : 0;
+    AttentionGrads g = attention_backward(b, p.read(grad_out), p.read(q), repeat_heads(b, p.read(k), heads),
+                                          repeat_heads(b, p.read(v), heads), bias_value, p.read(out),
+                                          q.dim() == 3 ? b.reshape(p.read(lse), {q.size(0), q.size(1)}) : p.read(lse),
+                                          shape_of(q, is_causal, scale), want_dbias);
+    if (heads != 0) {
+      g.dk = sum_heads(b, g.dk, k.size(1));
+      g.dv = sum_heads(b, g.dv, v.size(1));
+    }
+    dq = mask[0] ? p.output(g.dq, q.scalar_type()) : at::Tensor();
+    dk = mask[1] ? p.output(g.dk, k.scalar_type()) : at::Tensor();
+    dv = mask[2] ? p.output(g.dv, v.scalar_type()) : at::Tensor();
+    dbias = want_dbias ? p.output(*g.dbias, bias.scalar_type()) : at::Tensor();
+  });
   return {dq, dk, dv, dbias};
 }
 
