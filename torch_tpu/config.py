@@ -7,7 +7,9 @@
 | TORCH_TPU_EAGER_MODE     | debug / strict / fused (fused: not yet, runs strict)        | debug              |
 | TORCH_TPU_FALLBACK       | what an op without a lowering does: error / warn / silent   | warn               |
 | TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
-| TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2                  |
+| TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2 (or LOCAL_WORLD_SIZE) |
+| LOCAL_RANK               | (torchrun) picks this process's current tpu device          | unset              |
+| TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes before a collective | 1                  |
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class Config:
     fallback: str
     cache_dir: str | None
     cpu_devices: int
+    local_rank: int | None = None
+    dist_check: bool = True
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -53,6 +57,10 @@ def _cache_dir(raw: str | None) -> str | None:
     return os.path.join(base, "torch_tpu")
 
 
+def _int_or_none(raw: str | None) -> int | None:
+    return int(raw) if raw is not None and raw.strip() != "" else None
+
+
 def load(env: dict[str, str] | None = None) -> Config:
     """Reads the configuration from `env` (default: os.environ)."""
     e = os.environ if env is None else env
@@ -62,5 +70,7 @@ def load(env: dict[str, str] | None = None) -> Config:
         eager_mode=_choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "debug"), EAGER_MODES),
         fallback=_choice("TORCH_TPU_FALLBACK", e.get("TORCH_TPU_FALLBACK", "warn"), FALLBACK_POLICIES),
         cache_dir=_cache_dir(e.get("TORCH_TPU_CACHE_DIR")),
-        cpu_devices=int(e.get("TORCH_TPU_CPU_DEVICES", "2")),
+        cpu_devices=int(e.get("TORCH_TPU_CPU_DEVICES") or max(2, _int_or_none(e.get("LOCAL_WORLD_SIZE")) or 0)),
+        local_rank=_int_or_none(e.get("LOCAL_RANK")),
+        dist_check=e.get("TORCH_TPU_DIST_CHECK", "1").strip().lower() not in ("0", "off", "false", "no"),
     )

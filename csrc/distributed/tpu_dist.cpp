@@ -1,0 +1,579 @@
+#include "distributed/tpu_dist.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
+
+namespace torch_tpu {
+namespace {
+
+using c10d::OpType;
+using c10d::ReduceOp;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+bool on_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// Host twin of an operand whose contents the collective reads. tpu tensors are copied to a contiguous host tensor;
+// host tensors are used as they are (the host backend checks them itself).
+at::Tensor stage_in(const at::Tensor& t) {
+  if (!on_tpu(t)) return t;
+  return t.to(t.options().device(at::kCPU), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+}
+
+// Host twin of an operand the collective only writes: no copy to host needed.
+at::Tensor stage_out(const at::Tensor& t) {
+  if (!on_tpu(t)) return t;
+  return at::empty(t.sizes(), t.options().device(at::kCPU));
+}
+
+std::vector<at::Tensor> stage_in(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(stage_in(t));
+  return out;
+}
+
+std::vector<at::Tensor> stage_out(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(stage_out(t));
+  return out;
+}
+
+// Pairs (user tensor, host result) to copy back when the host work is done. Pairs that are the same tensor (host
+// tensors used in place) need nothing.
+class CopyBack {
+ public:
+  void add(const at::Tensor& dst, const at::Tensor& src) {
+    if (!dst.is_same(src)) pairs_.emplace_back(dst, src);
+  }
+  void add(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
+    for (size_t i = 0; i < dst.size(); ++i) add(dst[i], src[i]);
+  }
+  void add(const std::vector<std::vector<at::Tensor>>& dst, const std::vector<std::vector<at::Tensor>>& src) {
+    for (size_t i = 0; i < dst.size(); ++i) add(dst[i], src[i]);
+  }
+  void run() const {
+    for (const auto& [dst, src] : pairs_) dst.copy_(src);
+  }
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> pairs_;
+};
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> stage_out(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(lists.size());
+  for (const auto& l : lists) out.push_back(stage_out(l));
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> stage_in(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(lists.size());
+  for (const auto& l : lists) out.push_back(stage_in(l));
+  return out;
+}
+
+std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The host backend (Gloo) has no AVG or PREMUL_SUM: both run as SUM, with the inputs scaled first (PREMUL_SUM) or
+// the results divided by the group size afterwards (AVG, truncating for integers as NCCL does).
+struct ReducePlan {
+  ReduceOp host_op;
+  bool average = false;
+};
+
+ReducePlan plan_reduce(const ReduceOp& op, std::vector<at::Tensor>& host_inputs) {
+  ReducePlan plan{op};
+  if (op.op_ == ReduceOp::AVG) {
+    plan.host_op = ReduceOp(ReduceOp::SUM);
+    plan.average = true;
+  } else if (op.op_ == ReduceOp::PREMUL_SUM) {
+    auto supplement = c10::static_intrusive_pointer_cast<c10d::PreMulSumSupplement>(op.supplement_);
+    TORCH_CHECK(supplement, "tpu_dist: ReduceOp.PREMUL_SUM without a factor");
+    for (auto& t : host_inputs) {
+      t = supplement->tensor_factor.defined() ? t.mul(supplement->tensor_factor.to(at::kCPU))
+                                               : t.mul(supplement->double_factor);
+    }
+    plan.host_op = ReduceOp(ReduceOp::SUM);
+  }
+  return plan;
+}
+
+void divide(const std::vector<at::Tensor>& results, int size) {
+  for (const auto& t : results) {
+    if (at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type())) {
+      t.div_(size);
+    } else {
+      t.div_(size, "trunc");
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+StagedWork::StagedWork(int rank, OpType type, WorkPtr host_work, std::vector<at::Tensor> outputs,
+                       std::function<void()> finish)
+    : c10d::Work(rank, type),
+      host_work_(std::move(host_work)),
+      outputs_(std::move(outputs)),
+      finish_(std::move(finish)) {
+  std::vector<c10::Device> devices;
+  for (const auto& t : outputs_) {
+    if (on_tpu(t) && std::find(devices.begin(), devices.end(), t.device()) == devices.end()) {
+      devices.push_back(t.device());
+    }
+  }
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices);
+}
+
+bool StagedWork::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+void StagedWork::complete(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> guard(complete_mutex_);
+  if (done()) {
+    if (auto e = exception()) std::rethrow_exception(e);
+    return;
+  }
+  std::exception_ptr error;
+  try {
+    if (host_work_) {
+      host_work_->wait(timeout);
+      if (opType_ == OpType::RECVANYSOURCE) source_rank_ = host_work_->sourceRank();
+    }
+    if (finish_) finish_();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  host_work_.reset();
+  finish_ = nullptr;  // releases the host buffers
+  if (!error) {
+    try {
+      future_->markCompleted(c10::IValue(outputs_));
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error && !future_->completed()) future_->setError(error);
+  finish(error);
+  if (error) std::rethrow_exception(error);
+}
+
+bool StagedWork::isCompleted() {
+  std::unique_lock<std::mutex> guard(complete_mutex_, std::try_to_lock);
+  if (!guard.owns_lock()) return false;  // another thread is completing it right now
+  if (done()) return true;
+  if (host_work_ && !host_work_->isCompleted()) return false;
+  guard.unlock();
+  try {
+    complete();
+  } catch (...) {
+    // the error stays in exception() / isSuccess()
+  }
+  return true;
+}
+
+bool StagedWork::isSuccess() const { return c10d::Work::isSuccess(); }
+
+std::exception_ptr StagedWork::exception() const { return c10d::Work::exception(); }
+
+int StagedWork::sourceRank() const {
+  TORCH_CHECK(opType_ == OpType::RECVANYSOURCE, "sourceRank() is only defined for recv from any source");
+  return source_rank_;
+}
+
+std::vector<at::Tensor> StagedWork::result() { return outputs_; }
+
+bool StagedWork::wait(std::chrono::milliseconds timeout) {
+  complete(timeout);
+  return true;
+}
+
+void StagedWork::abort() {
+  std::unique_lock<std::mutex> guard(complete_mutex_, std::try_to_lock);
+  if (guard.owns_lock() && host_work_) {
+    try {
+      host_work_->abort();
+    } catch (...) {
+      // the host work cannot be aborted; it will time out
+    }
+  }
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> StagedWork::getFuture() {
+  try {
+    complete();
+  } catch (...) {
+    // the future carries the error
+  }
+  return future_;
+}
+
+bool StagedWork::writes_to(const at::Tensor& t) const {
+  if (!t.defined() || !t.has_storage()) return false;
+  for (const auto& o : outputs_) {
+    if (o.defined() && o.has_storage() && o.storage().is_alias_of(t.storage())) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TpuDistBackend::TpuDistBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
+                               std::chrono::milliseconds timeout, bool check_agreement)
+    : c10d::Backend(rank, size),
+      host_(std::move(host)),
+      options_(c10::make_intrusive<Options>("tpu_dist", timeout)),
+      check_agreement_(check_agreement) {
+  TORCH_CHECK(host_, "tpu_dist needs a host backend");
+  TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size, "tpu_dist: host backend is rank ",
+              host_->getRank(), " of ", host_->getSize(), ", expected rank ", rank, " of ", size);
+}
+
+void TpuDistBackend::setTimeout(std::chrono::milliseconds timeout) {
+  host_->setTimeout(timeout);
+  options_->timeout = timeout;
+}
+
+void TpuDistBackend::settle(const std::vector<at::Tensor>& tensors) {
+  std::vector<c10::intrusive_ptr<StagedWork>> earlier;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const auto& w) { return w->done(); }),
+                   pending_.end());
+    for (const auto& w : pending_) {
+      for (const auto& t : tensors) {
+        if (w->writes_to(t)) {
+          earlier.push_back(w);
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& w : earlier) w->complete();
+}
+
+void TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tensors, bool shapes) {
+  if (!check_agreement_ || size_ == 1) return;
+  // Signature: op, tensor count, dtype of the first tensor, total elements and a hash of every shape.
+  int64_t numel = 0;
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 1099511628211ull; };
+  for (const auto& t : tensors) {
+    if (!shapes) break;
+    numel += t.numel();
+    mix(static_cast<uint64_t>(t.dim()));
+    for (auto d : t.sizes()) mix(static_cast<uint64_t>(d));
+  }
+  const int64_t dtype = tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type());
+  std::vector<int64_t> mine{static_cast<int64_t>(type), static_cast<int64_t>(tensors.size()), dtype, numel,
+                            static_cast<int64_t>(hash)};
+  std::vector<at::Tensor> input{at::tensor(mine, at::kLong)};
+  std::vector<std::vector<at::Tensor>> gathered(1);
+  for (int r = 0; r < size_; ++r) gathered[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, at::kLong));
+  host_->allgather(gathered, input)->wait();
+  bool same = true;
+  for (const auto& other : gathered[0]) same = same && at::equal(other, input[0]);
+  if (same) return;
+  std::ostringstream msg;
+  msg << "tpu_dist: ranks disagree on " << c10d::opTypeToString(type)
+      << " (mismatched collectives, or tensor shapes/dtypes that differ across ranks):";
+  for (int r = 0; r < size_; ++r) {
+    auto v = gathered[0][r].data_ptr<int64_t>();
+    msg << "\n  rank " << r << ": " << c10d::opTypeToString(static_cast<OpType>(v[0])) << ", " << v[1]
+        << " tensor(s)";
+    if (v[2] >= 0) msg << ", dtype " << c10::toString(static_cast<at::ScalarType>(v[2]));
+    if (shapes) msg << ", " << v[3] << " elements";
+  }
+  TORCH_CHECK(false, msg.str());
+}
+
+WorkPtr TpuDistBackend::launch(OpType type, WorkPtr host_work, std::vector<at::Tensor> outputs,
+                               std::function<void()> finish) {
+  const bool writes = static_cast<bool>(finish);
+  auto work = c10::make_intrusive<StagedWork>(rank_, type, std::move(host_work), std::move(outputs), std::move(finish));
+  if (writes) {  // only works with results to copy back can hold up a later collective
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.push_back(work);
+  }
+  return work;
+}
+
+WorkPtr TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  agree(OpType::BROADCAST, tensors);
+  settle(tensors);
+  const bool root = rank_ == opts.rootRank;
+  auto host = root ? stage_in(tensors) : stage_out(tensors);
+  auto work = host_->broadcast(host, opts);
+  auto back = std::make_shared<CopyBack>();
+  if (!root) back->add(tensors, host);
+  return launch(OpType::BROADCAST, work, tensors, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  agree(OpType::ALLREDUCE, tensors);
+  settle(tensors);
+  auto host = stage_in(tensors);
+  auto plan = plan_reduce(opts.reduceOp, host);
+  auto host_opts = opts;
+  host_opts.reduceOp = plan.host_op;
+  auto work = host_->allreduce(host, host_opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(tensors, host);
+  const int size = size_;
+  return launch(OpType::ALLREDUCE, work, tensors, [back, host, plan, size] {
+    if (plan.average) divide(host, size);
+    back->run();
+  });
+}
+
+WorkPtr TpuDistBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                            const c10d::AllreduceCoalescedOptions& opts) {
+  agree(OpType::ALLREDUCE_COALESCED, tensors);
+  settle(tensors);
+  auto host = stage_in(tensors);
+  auto plan = plan_reduce(opts.reduceOp, host);
+  auto host_opts = opts;
+  host_opts.reduceOp = plan.host_op;
+  auto work = host_->allreduce_coalesced(host, host_opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(tensors, host);
+  const int size = size_;
+  return launch(OpType::ALLREDUCE_COALESCED, work, tensors, [back, host, plan, size] {
+    if (plan.average) divide(host, size);
+    back->run();
+  });
+}
+
+WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  agree(OpType::REDUCE, tensors);
+  settle(tensors);
+  const bool root = rank_ == opts.rootRank;
+  auto host = stage_in(tensors);
+  auto plan = plan_reduce(opts.reduceOp, host);
+  auto host_opts = opts;
+  host_opts.reduceOp = plan.host_op;
+  auto work = host_->reduce(host, host_opts);
+  auto back = std::make_shared<CopyBack>();
+  if (root) back->add(tensors, host);
+  const int size = size_;
+  return launch(OpType::REDUCE, work, tensors, [back, host, plan, size, root] {
+    if (root && plan.average) divide(host, size);
+    back->run();
+  });
+}
+
+WorkPtr TpuDistBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                  const c10d::AllgatherOptions& opts) {
+  agree(OpType::ALLGATHER, inputs);
+  auto out_flat = flatten(outputs);
+  settle(concat(inputs, out_flat));
+  auto host_in = stage_in(inputs);
+  auto host_out = stage_out(outputs);
+  auto work = host_->allgather(host_out, host_in, opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(outputs, host_out);
+  return launch(OpType::ALLGATHER, work, out_flat, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  agree(OpType::_ALLGATHER_BASE, {input, output});
+  settle({input, output});
+  auto host_in = stage_in(input);
+  auto host_out = stage_out(output);
+  auto work = host_->_allgather_base(host_out, host_in, opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(output, host_out);
+  return launch(OpType::_ALLGATHER_BASE, work, {output}, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                            std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  agree(OpType::ALLGATHER_COALESCED, inputs);
+  auto out_flat = flatten(outputs);
+  settle(concat(inputs, out_flat));
+  auto host_in = stage_in(inputs);
+  auto host_out = stage_out(outputs);
+  auto work = host_->allgather_coalesced(host_out, host_in, opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(outputs, host_out);
+  return launch(OpType::ALLGATHER_COALESCED, work, out_flat, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::AllgatherOptions& opts) {
+  agree(OpType::COALESCED, concat(inputs, outputs));
+  settle(concat(inputs, outputs));
+  auto host_in = stage_in(inputs);
+  auto host_out = stage_out(outputs);
+  auto work = host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(outputs, host_out);
+  return launch(OpType::COALESCED, work, outputs, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                               const c10d::GatherOptions& opts) {
+  agree(OpType::GATHER, inputs);
+  auto out_flat = flatten(outputs);
+  settle(concat(inputs, out_flat));
+  auto host_in = stage_in(inputs);
+  auto host_out = stage_out(outputs);
+  auto work = host_->gather(host_out, host_in, opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(outputs, host_out);
+  return launch(OpType::GATHER, work, out_flat, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                const c10d::ScatterOptions& opts) {
+  agree(OpType::SCATTER, outputs);
+  settle(concat(outputs, flatten(inputs)));
+  auto host_in = stage_in(inputs);
+  auto host_out = stage_out(outputs);
+  auto work = host_->scatter(host_out, host_in, opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(outputs, host_out);
+  return launch(OpType::SCATTER, work, outputs, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                       const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::REDUCE_SCATTER, concat(outputs, flatten(inputs)));
+  settle(concat(outputs, flatten(inputs)));
+  auto host_in = stage_in(inputs);
+  ReducePlan plan{opts.reduceOp};
+  for (auto& list : host_in) plan = plan_reduce(opts.reduceOp, list);
+  auto host_out = stage_out(outputs);
+  auto host_opts = opts;
+  host_opts.reduceOp = plan.host_op;
+  auto work = host_->reduce_scatter(host_out, host_in, host_opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(outputs, host_out);
+  const int size = size_;
+  return launch(OpType::REDUCE_SCATTER, work, outputs, [back, host_out, plan, size] {
+    if (plan.average) divide(host_out, size);
+    back->run();
+  });
+}
+
+WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                             const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::_REDUCE_SCATTER_BASE, {input, output});
+  settle({input, output});
+  std::vector<at::Tensor> host_in{stage_in(input)};
+  auto plan = plan_reduce(opts.reduceOp, host_in);
+  auto host_out = stage_out(output);
+  auto host_opts = opts;
+  host_opts.reduceOp = plan.host_op;
+  auto work = host_->_reduce_scatter_base(host_out, host_in[0], host_opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(output, host_out);
+  const int size = size_;
+  return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, [back, host_out, plan, size] {
+    if (plan.average) divide({host_out}, size);
+    back->run();
+  });
+}
+
+WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::COALESCED, concat(inputs, outputs));
+  settle(concat(inputs, outputs));
+  auto host_in = stage_in(inputs);
+  auto plan = plan_reduce(opts.reduceOp, host_in);
+  auto host_out = stage_out(outputs);
+  auto host_opts = opts;
+  host_opts.reduceOp = plan.host_op;
+  auto work = host_->reduce_scatter_tensor_coalesced(host_out, host_in, host_opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(outputs, host_out);
+  const int size = size_;
+  return launch(OpType::COALESCED, work, outputs, [back, host_out, plan, size] {
+    if (plan.average) divide(host_out, size);
+    back->run();
+  });
+}
+
+WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+                                      std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  agree(OpType::ALLTOALL_BASE, {input, output}, output_split_sizes.empty() && input_split_sizes.empty());
+  settle({input, output});
+  auto host_in = stage_in(input);
+  auto host_out = stage_out(output);
+  auto work = host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(output, host_out);
+  return launch(OpType::ALLTOALL_BASE, work, {output}, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                 const c10d::AllToAllOptions& opts) {
+  agree(OpType::ALLTOALL, inputs, false);
+  settle(concat(inputs, outputs));
+  auto host_in = stage_in(inputs);
+  auto host_out = stage_out(outputs);
+  auto work = host_->alltoall(host_out, host_in, opts);
+  auto back = std::make_shared<CopyBack>();
+  back->add(outputs, host_out);
+  return launch(OpType::ALLTOALL, work, outputs, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  settle(tensors);
+  auto host = stage_in(tensors);
+  auto work = host_->send(host, dst_rank, tag);
+  // No results: the host buffers live as long as the host work.
+  return launch(OpType::SEND, work, {}, nullptr);
+}
+
+WorkPtr TpuDistBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  settle(tensors);
+  auto host = stage_out(tensors);
+  auto work = host_->recv(host, src_rank, tag);
+  auto back = std::make_shared<CopyBack>();
+  back->add(tensors, host);
+  return launch(OpType::RECV, work, tensors, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  settle(tensors);
+  auto host = stage_out(tensors);
+  auto work = host_->recvAnysource(host, tag);
+  auto back = std::make_shared<CopyBack>();
+  back->add(tensors, host);
+  return launch(OpType::RECVANYSOURCE, work, tensors, [back] { back->run(); });
+}
+
+WorkPtr TpuDistBackend::barrier(const c10d::BarrierOptions& opts) {
+  agree(OpType::BARRIER, {});
+  auto host_opts = opts;
+  host_opts.device = std::nullopt;  // the host backend's barrier runs on host memory
+  host_opts.device_ids.clear();
+  return launch(OpType::BARRIER, host_->barrier(host_opts), {}, nullptr);
+}
+
+void TpuDistBackend::abort() { host_->abort(); }
+
+void TpuDistBackend::shutdown() { host_->shutdown(); }
+
+}  // namespace torch_tpu
