@@ -1,0 +1,84 @@
+"""tpu_dist in real processes (2 ranks, one 4-rank run), each launch under a hard deadline (launcher.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import torch_tpu
+from tests.distributed.launcher import assert_all_ok, launch
+from torch_tpu import config
+from torch_tpu import distributed as tpu_dist
+
+pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs Gloo")
+
+
+def test_registered_for_tpu() -> None:
+    assert tpu_dist.is_registered()
+    assert dist.Backend.TPU_DIST == "tpu_dist"
+    assert dist.get_default_backend_for_device("tpu") == "tpu_dist"
+    assert dist.Backend.backend_capability["tpu_dist"] == ["tpu"]
+
+
+def test_config_local_rank_and_device_choice() -> None:
+    cfg = config.load({"LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "4"})
+    assert cfg.local_rank == 3 and cfg.cpu_devices == 4 and cfg.dist_check
+    assert config.load({}).local_rank is None and config.load({}).cpu_devices == 2
+    assert config.load({"TORCH_TPU_CPU_DEVICES": "1", "LOCAL_WORLD_SIZE": "4"}).cpu_devices == 1
+    assert not config.load({"TORCH_TPU_DIST_CHECK": "0"}).dist_check
+    assert tpu_dist.device_for_local_rank(1, 2) == 1
+    assert tpu_dist.device_for_local_rank(3, 2) == 1
+    with pytest.raises(RuntimeError, match="no tpu device"):
+        tpu_dist.device_for_local_rank(0, 0)
+
+
+def test_single_process_group() -> None:
+    """World of one in this process: every call goes through TpuDistBackend and its Work objects."""
+    store = dist.HashStore()
+    dist.init_process_group("tpu_dist", store=store, rank=0, world_size=1)
+    try:
+        backend = dist.group.WORLD._get_backend(torch.device("tpu"))
+        assert isinstance(backend, torch_tpu._C.TpuDistBackend)
+        x = torch.arange(6.0, device="tpu")
+        work = dist.all_reduce(x, op=dist.ReduceOp.AVG, async_op=True)
+        (value,) = work.get_future().wait()
+        assert work.is_completed() and torch.equal(value.cpu(), torch.arange(6.0))
+        out = torch.empty(6, device="tpu")
+        dist.all_gather_into_tensor(out, x)
+        assert torch.equal(out.cpu(), x.cpu())
+        with pytest.raises(RuntimeError, match="No backend type associated with device type cpu"):
+            dist.all_reduce(torch.ones(2))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_collectives_match_gloo(world: int) -> None:
+    assert_all_ok(launch("collectives", world))
+
+
+def test_default_backend_and_local_rank_device() -> None:
+    assert_all_ok(launch("default_backend", 2))
+
+
+def test_visible_chips_restrict_devices() -> None:
+    # One visible chip per process: every rank's device 0 is its own chip.
+    results = launch(
+        "default_backend",
+        2,
+        env={"EXPECT_DEVICE": "0"},
+        rank_env=lambda r: {"TPU_VISIBLE_CHIPS": str(r)},
+    )
+    assert_all_ok(results)
+
+
+def test_mismatched_shapes_raise_on_every_rank() -> None:
+    assert_all_ok(launch("mismatch", 2))
+
+
+@pytest.mark.parametrize("mode", ["kill", "hang"])
+def test_lost_peer_raises_within_timeout(mode: str) -> None:
+    results = launch("peer_lost", 2, mode, "5", deadline_s=60)
+    assert results[0].returncode == 0, results[0].describe()
+    assert "raised" in results[0].stdout, results[0].describe()
