@@ -82,3 +82,23 @@ def test_lost_peer_raises_within_timeout(mode: str) -> None:
     results = launch("peer_lost", 2, mode, "5", deadline_s=60)
     assert results[0].returncode == 0, results[0].describe()
     assert "raised" in results[0].stdout, results[0].describe()
+
+
+def test_ddp_equals_single_process_full_batch() -> None:
+    assert_all_ok(launch("ddp", 2))
+
+
+def test_fsdp2_equals_unsharded() -> None:
+    assert_all_ok(launch("fsdp2", 2))
+
+
+def test_dtensor_on_1d_mesh() -> None:
+    assert_all_ok(launch("dtensor", 2))
+
+
+def test_distributed_checkpoint_save_load(tmp_path) -> None:
+    assert_all_ok(launch("dcp", 2, str(tmp_path / "ckpt")))
+
+
+def test_mpmd_does_not_deadlock() -> None:
+    assert_all_ok(launch("mpmd", 2, deadline_s=120))
