@@ -1,5 +1,8 @@
 #include "distributed/tpu_dist.h"
 
+#include "exec/device_data.h"
+#include "lowering/op_context.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -17,71 +20,9 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
 bool on_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
-// Host twin of an operand whose contents the collective reads. tpu tensors are copied to a contiguous host tensor;
-// host tensors are used as they are (the host backend checks them itself).
-at::Tensor stage_in(const at::Tensor& t) {
-  if (!on_tpu(t)) return t;
-  return t.to(t.options().device(at::kCPU), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
-}
-
-// Host twin of an operand the collective only writes: no copy to host needed.
-at::Tensor stage_out(const at::Tensor& t) {
-  if (!on_tpu(t)) return t;
-  return at::empty(t.sizes(), t.options().device(at::kCPU));
-}
-
-std::vector<at::Tensor> stage_in(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(stage_in(t));
-  return out;
-}
-
-std::vector<at::Tensor> stage_out(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(stage_out(t));
-  return out;
-}
-
-// Pairs (user tensor, host result) to copy back when the host work is done. Pairs that are the same tensor (host
-// tensors used in place) need nothing.
-class CopyBack {
- public:
-  void add(const at::Tensor& dst, const at::Tensor& src) {
-    if (!dst.is_same(src)) pairs_.emplace_back(dst, src);
-  }
-  void add(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
-    for (size_t i = 0; i < dst.size(); ++i) add(dst[i], src[i]);
-  }
-  void add(const std::vector<std::vector<at::Tensor>>& dst, const std::vector<std::vector<at::Tensor>>& src) {
-    for (size_t i = 0; i < dst.size(); ++i) add(dst[i], src[i]);
-  }
-  void run() const {
-    for (const auto& [dst, src] : pairs_) dst.copy_(src);
-  }
-
- private:
-  std::vector<std::pair<at::Tensor, at::Tensor>> pairs_;
-};
-
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<at::Tensor> out;
   for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
-  return out;
-}
-
-std::vector<std::vector<at::Tensor>> stage_out(const std::vector<std::vector<at::Tensor>>& lists) {
-  std::vector<std::vector<at::Tensor>> out;
-  out.reserve(lists.size());
-  for (const auto& l : lists) out.push_back(stage_out(l));
-  return out;
-}
-
-std::vector<std::vector<at::Tensor>> stage_in(const std::vector<std::vector<at::Tensor>>& lists) {
-  std::vector<std::vector<at::Tensor>> out;
-  out.reserve(lists.size());
-  for (const auto& l : lists) out.push_back(stage_in(l));
   return out;
 }
 
@@ -89,6 +30,81 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
+
+// The host side of one collective: host twins of its operands, and what to copy back into which user tensor when the
+// host work is done. tpu operands get pooled host buffers (given back by finish()); host operands are used as they
+// are (the host backend checks them itself).
+class Stage {
+ public:
+  explicit Stage(std::shared_ptr<HostPool> pool) : pool_(std::move(pool)) {}
+
+  // Host twin of an operand whose contents the collective reads. A whole tpu storage is copied straight from its
+  // PJRT buffer; views go through the generic copy.
+  at::Tensor in(const at::Tensor& t) {
+    if (!on_tpu(t)) return t;
+    at::Tensor host = take(t);
+    if (t.numel() == 0) return host;
+    std::shared_ptr<Buffer> buffer = device_data(t.storage()).buffer();
+    const int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
+    const bool whole = t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel;
+    if (buffer && whole && buffer->element_type() == element_type_of(t.scalar_type())) {
+      buffer->to_host(host.data_ptr(), static_cast<size_t>(host.nbytes()));
+    } else {
+      host.copy_(t);
+    }
+    return host;
+  }
+  // Host twin of an operand the collective only writes.
+  at::Tensor out(const at::Tensor& t) { return on_tpu(t) ? take(t) : t; }
+
+  std::vector<at::Tensor> in(const std::vector<at::Tensor>& ts) { return map(ts, [this](auto& t) { return in(t); }); }
+  std::vector<at::Tensor> out(const std::vector<at::Tensor>& ts) { return map(ts, [this](auto& t) { return out(t); }); }
+  std::vector<std::vector<at::Tensor>> in(const std::vector<std::vector<at::Tensor>>& lists) {
+    std::vector<std::vector<at::Tensor>> r;
+    for (const auto& l : lists) r.push_back(in(l));
+    return r;
+  }
+  std::vector<std::vector<at::Tensor>> out(const std::vector<std::vector<at::Tensor>>& lists) {
+    std::vector<std::vector<at::Tensor>> r;
+    for (const auto& l : lists) r.push_back(out(l));
+    return r;
+  }
+
+  void back(const at::Tensor& dst, const at::Tensor& src) {
+    if (!dst.is_same(src)) pairs_.emplace_back(dst, src);
+  }
+  void back(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
+    for (size_t i = 0; i < dst.size(); ++i) back(dst[i], src[i]);
+  }
+  void back(const std::vector<std::vector<at::Tensor>>& dst, const std::vector<std::vector<at::Tensor>>& src) {
+    for (size_t i = 0; i < dst.size(); ++i) back(dst[i], src[i]);
+  }
+
+  // Copies the results back into the user tensors, then gives the host buffers back to the pool.
+  void finish() {
+    for (const auto& [dst, src] : pairs_) dst.copy_(src);
+    pairs_.clear();
+    for (const auto& t : taken_) pool_->release(t);
+    taken_.clear();
+  }
+
+ private:
+  at::Tensor take(const at::Tensor& like) {
+    taken_.push_back(pool_->acquire(like));
+    return taken_.back();
+  }
+  template <class F>
+  static std::vector<at::Tensor> map(const std::vector<at::Tensor>& ts, F f) {
+    std::vector<at::Tensor> r;
+    r.reserve(ts.size());
+    for (const auto& t : ts) r.push_back(f(t));
+    return r;
+  }
+
+  std::shared_ptr<HostPool> pool_;
+  std::vector<at::Tensor> taken_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> pairs_;
+};
 
 // The host backend (Gloo) has no AVG or PREMUL_SUM: both run as SUM, with the inputs scaled first (PREMUL_SUM) or
 // the results divided by the group size afterwards (AVG, truncating for integers as NCCL does).
@@ -122,6 +138,13 @@ void divide(const std::vector<at::Tensor>& results, int size) {
       t.div_(size, "trunc");
     }
   }
+}
+
+template <class Opts>
+Opts with_op(const Opts& opts, const ReducePlan& plan) {
+  Opts o = opts;
+  o.reduceOp = plan.host_op;
+  return o;
 }
 
 }  // namespace
@@ -316,31 +339,57 @@ WorkPtr TpuDistBackend::launch(OpType type, WorkPtr host_work, std::vector<at::T
   return work;
 }
 
+
+// ---------------------------------------------------------------------------------------------------------------
+at::Tensor HostPool::acquire(const at::Tensor& like) {
+  const size_t nbytes = static_cast<size_t>(like.numel()) * like.element_size();
+  at::Tensor bytes;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(nbytes);
+    if (it != free_.end()) {
+      bytes = std::move(it->second);
+      free_.erase(it);
+      free_bytes_ -= nbytes;
+    }
+  }
+  if (!bytes.defined()) bytes = at::empty({static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte));
+  return bytes.view(like.scalar_type()).view(like.sizes());
+}
+
+void HostPool::release(const at::Tensor& t) {
+  const size_t nbytes = t.nbytes();
+  at::Tensor bytes = t.view({-1}).view(at::kByte);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_bytes_ + nbytes > kMaxFreeBytes) return;
+  free_.emplace(nbytes, std::move(bytes));
+  free_bytes_ += nbytes;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 WorkPtr TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   agree(OpType::BROADCAST, tensors);
   settle(tensors);
   const bool root = rank_ == opts.rootRank;
-  auto host = root ? stage_in(tensors) : stage_out(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = root ? st->in(tensors) : st->out(tensors);
   auto work = host_->broadcast(host, opts);
-  auto back = std::make_shared<CopyBack>();
-  if (!root) back->add(tensors, host);
-  return launch(OpType::BROADCAST, work, tensors, [back] { back->run(); });
+  if (!root) st->back(tensors, host);
+  return launch(OpType::BROADCAST, work, tensors, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   agree(OpType::ALLREDUCE, tensors);
   settle(tensors);
-  auto host = stage_in(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->in(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->allreduce(host, host_opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(tensors, host);
+  auto work = host_->allreduce(host, with_op(opts, plan));
+  st->back(tensors, host);
   const int size = size_;
-  return launch(OpType::ALLREDUCE, work, tensors, [back, host, plan, size] {
+  return launch(OpType::ALLREDUCE, work, tensors, [st, host, plan, size] {
     if (plan.average) divide(host, size);
-    back->run();
+    st->finish();
   });
 }
 
@@ -348,17 +397,15 @@ WorkPtr TpuDistBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                             const c10d::AllreduceCoalescedOptions& opts) {
   agree(OpType::ALLREDUCE_COALESCED, tensors);
   settle(tensors);
-  auto host = stage_in(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->in(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->allreduce_coalesced(host, host_opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(tensors, host);
+  auto work = host_->allreduce_coalesced(host, with_op(opts, plan));
+  st->back(tensors, host);
   const int size = size_;
-  return launch(OpType::ALLREDUCE_COALESCED, work, tensors, [back, host, plan, size] {
+  return launch(OpType::ALLREDUCE_COALESCED, work, tensors, [st, host, plan, size] {
     if (plan.average) divide(host, size);
-    back->run();
+    st->finish();
   });
 }
 
@@ -366,17 +413,15 @@ WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::Red
   agree(OpType::REDUCE, tensors);
   settle(tensors);
   const bool root = rank_ == opts.rootRank;
-  auto host = stage_in(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->in(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->reduce(host, host_opts);
-  auto back = std::make_shared<CopyBack>();
-  if (root) back->add(tensors, host);
+  auto work = host_->reduce(host, with_op(opts, plan));
+  if (root) st->back(tensors, host);  // other ranks' tensors stay as they were
   const int size = size_;
-  return launch(OpType::REDUCE, work, tensors, [back, host, plan, size, root] {
+  return launch(OpType::REDUCE, work, tensors, [st, host, plan, size, root] {
     if (root && plan.average) divide(host, size);
-    back->run();
+    st->finish();
   });
 }
 
@@ -385,23 +430,23 @@ WorkPtr TpuDistBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   agree(OpType::ALLGATHER, inputs);
   auto out_flat = flatten(outputs);
   settle(concat(inputs, out_flat));
-  auto host_in = stage_in(inputs);
-  auto host_out = stage_out(outputs);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
   auto work = host_->allgather(host_out, host_in, opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(outputs, host_out);
-  return launch(OpType::ALLGATHER, work, out_flat, [back] { back->run(); });
+  st->back(outputs, host_out);
+  return launch(OpType::ALLGATHER, work, out_flat, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   agree(OpType::_ALLGATHER_BASE, {input, output});
   settle({input, output});
-  auto host_in = stage_in(input);
-  auto host_out = stage_out(output);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(input);
+  auto host_out = st->out(output);
   auto work = host_->_allgather_base(host_out, host_in, opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(output, host_out);
-  return launch(OpType::_ALLGATHER_BASE, work, {output}, [back] { back->run(); });
+  st->back(output, host_out);
+  return launch(OpType::_ALLGATHER_BASE, work, {output}, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -409,12 +454,12 @@ WorkPtr TpuDistBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>
   agree(OpType::ALLGATHER_COALESCED, inputs);
   auto out_flat = flatten(outputs);
   settle(concat(inputs, out_flat));
-  auto host_in = stage_in(inputs);
-  auto host_out = stage_out(outputs);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
   auto work = host_->allgather_coalesced(host_out, host_in, opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(outputs, host_out);
-  return launch(OpType::ALLGATHER_COALESCED, work, out_flat, [back] { back->run(); });
+  st->back(outputs, host_out);
+  return launch(OpType::ALLGATHER_COALESCED, work, out_flat, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -422,12 +467,12 @@ WorkPtr TpuDistBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>&
                                                         const c10d::AllgatherOptions& opts) {
   agree(OpType::COALESCED, concat(inputs, outputs));
   settle(concat(inputs, outputs));
-  auto host_in = stage_in(inputs);
-  auto host_out = stage_out(outputs);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
   auto work = host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(outputs, host_out);
-  return launch(OpType::COALESCED, work, outputs, [back] { back->run(); });
+  st->back(outputs, host_out);
+  return launch(OpType::COALESCED, work, outputs, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -435,43 +480,41 @@ WorkPtr TpuDistBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, st
   agree(OpType::GATHER, inputs);
   auto out_flat = flatten(outputs);
   settle(concat(inputs, out_flat));
-  auto host_in = stage_in(inputs);
-  auto host_out = stage_out(outputs);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
   auto work = host_->gather(host_out, host_in, opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(outputs, host_out);
-  return launch(OpType::GATHER, work, out_flat, [back] { back->run(); });
+  st->back(outputs, host_out);
+  return launch(OpType::GATHER, work, out_flat, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                 const c10d::ScatterOptions& opts) {
   agree(OpType::SCATTER, outputs);
   settle(concat(outputs, flatten(inputs)));
-  auto host_in = stage_in(inputs);
-  auto host_out = stage_out(outputs);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
   auto work = host_->scatter(host_out, host_in, opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(outputs, host_out);
-  return launch(OpType::SCATTER, work, outputs, [back] { back->run(); });
+  st->back(outputs, host_out);
+  return launch(OpType::SCATTER, work, outputs, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                        const c10d::ReduceScatterOptions& opts) {
   agree(OpType::REDUCE_SCATTER, concat(outputs, flatten(inputs)));
   settle(concat(outputs, flatten(inputs)));
-  auto host_in = stage_in(inputs);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
   ReducePlan plan{opts.reduceOp};
   for (auto& list : host_in) plan = plan_reduce(opts.reduceOp, list);
-  auto host_out = stage_out(outputs);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->reduce_scatter(host_out, host_in, host_opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(outputs, host_out);
+  auto host_out = st->out(outputs);
+  auto work = host_->reduce_scatter(host_out, host_in, with_op(opts, plan));
+  st->back(outputs, host_out);
   const int size = size_;
-  return launch(OpType::REDUCE_SCATTER, work, outputs, [back, host_out, plan, size] {
+  return launch(OpType::REDUCE_SCATTER, work, outputs, [st, host_out, plan, size] {
     if (plan.average) divide(host_out, size);
-    back->run();
+    st->finish();
   });
 }
 
@@ -479,18 +522,16 @@ WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& inp
                                              const c10d::ReduceScatterOptions& opts) {
   agree(OpType::_REDUCE_SCATTER_BASE, {input, output});
   settle({input, output});
-  std::vector<at::Tensor> host_in{stage_in(input)};
+  auto st = std::make_shared<Stage>(pool_);
+  std::vector<at::Tensor> host_in{st->in(input)};
   auto plan = plan_reduce(opts.reduceOp, host_in);
-  auto host_out = stage_out(output);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->_reduce_scatter_base(host_out, host_in[0], host_opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(output, host_out);
+  auto host_out = st->out(output);
+  auto work = host_->_reduce_scatter_base(host_out, host_in[0], with_op(opts, plan));
+  st->back(output, host_out);
   const int size = size_;
-  return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, [back, host_out, plan, size] {
+  return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, [st, host_out, plan, size] {
     if (plan.average) divide({host_out}, size);
-    back->run();
+    st->finish();
   });
 }
 
@@ -499,18 +540,16 @@ WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>&
                                                         const c10d::ReduceScatterOptions& opts) {
   agree(OpType::COALESCED, concat(inputs, outputs));
   settle(concat(inputs, outputs));
-  auto host_in = stage_in(inputs);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
   auto plan = plan_reduce(opts.reduceOp, host_in);
-  auto host_out = stage_out(outputs);
-  auto host_opts = opts;
-  host_opts.reduceOp = plan.host_op;
-  auto work = host_->reduce_scatter_tensor_coalesced(host_out, host_in, host_opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(outputs, host_out);
+  auto host_out = st->out(outputs);
+  auto work = host_->reduce_scatter_tensor_coalesced(host_out, host_in, with_op(opts, plan));
+  st->back(outputs, host_out);
   const int size = size_;
-  return launch(OpType::COALESCED, work, outputs, [back, host_out, plan, size] {
+  return launch(OpType::COALESCED, work, outputs, [st, host_out, plan, size] {
     if (plan.average) divide(host_out, size);
-    back->run();
+    st->finish();
   });
 }
 
@@ -518,50 +557,51 @@ WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std
                                       std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   agree(OpType::ALLTOALL_BASE, {input, output}, output_split_sizes.empty() && input_split_sizes.empty());
   settle({input, output});
-  auto host_in = stage_in(input);
-  auto host_out = stage_out(output);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(input);
+  auto host_out = st->out(output);
   auto work = host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(output, host_out);
-  return launch(OpType::ALLTOALL_BASE, work, {output}, [back] { back->run(); });
+  st->back(output, host_out);
+  return launch(OpType::ALLTOALL_BASE, work, {output}, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                  const c10d::AllToAllOptions& opts) {
   agree(OpType::ALLTOALL, inputs, false);
   settle(concat(inputs, outputs));
-  auto host_in = stage_in(inputs);
-  auto host_out = stage_out(outputs);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
   auto work = host_->alltoall(host_out, host_in, opts);
-  auto back = std::make_shared<CopyBack>();
-  back->add(outputs, host_out);
-  return launch(OpType::ALLTOALL, work, outputs, [back] { back->run(); });
+  st->back(outputs, host_out);
+  return launch(OpType::ALLTOALL, work, outputs, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   settle(tensors);
-  auto host = stage_in(tensors);
+  // Nobody may ever complete a send work, so its host buffers are not pooled: they live as long as the host work.
+  Stage st(std::make_shared<HostPool>());
+  auto host = st.in(tensors);
   auto work = host_->send(host, dst_rank, tag);
-  // No results: the host buffers live as long as the host work.
   return launch(OpType::SEND, work, {}, nullptr);
 }
 
 WorkPtr TpuDistBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   settle(tensors);
-  auto host = stage_out(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->out(tensors);
   auto work = host_->recv(host, src_rank, tag);
-  auto back = std::make_shared<CopyBack>();
-  back->add(tensors, host);
-  return launch(OpType::RECV, work, tensors, [back] { back->run(); });
+  st->back(tensors, host);
+  return launch(OpType::RECV, work, tensors, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   settle(tensors);
-  auto host = stage_out(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->out(tensors);
   auto work = host_->recvAnysource(host, tag);
-  auto back = std::make_shared<CopyBack>();
-  back->add(tensors, host);
-  return launch(OpType::RECVANYSOURCE, work, tensors, [back] { back->run(); });
+  st->back(tensors, host);
+  return launch(OpType::RECVANYSOURCE, work, tensors, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::barrier(const c10d::BarrierOptions& opts) {

@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -50,6 +52,22 @@ class StagedWork : public c10d::Work {
   std::function<void()> finish_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;
+};
+
+// Host staging buffers, reused across collectives of the same byte size: a fresh large host allocation costs page
+// faults on every op (tens of ms at 64 MiB), more than the copy itself. Free buffers are capped at kMaxFreeBytes.
+class HostPool {
+ public:
+  static constexpr size_t kMaxFreeBytes = size_t{512} << 20;
+  // A contiguous host tensor shaped and typed like `like` (contents undefined).
+  at::Tensor acquire(const at::Tensor& like);
+  // Gives back what acquire() returned; the caller must hold no other reference it still uses.
+  void release(const at::Tensor& t);
+
+ private:
+  std::mutex mutex_;
+  std::multimap<size_t, at::Tensor> free_;  // byte tensors by size
+  size_t free_bytes_ = 0;
 };
 
 class TpuDistBackend : public c10d::Backend {
@@ -121,6 +139,7 @@ class TpuDistBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> host_;
   c10::intrusive_ptr<Options> options_;
   bool check_agreement_;
+  std::shared_ptr<HostPool> pool_ = std::make_shared<HostPool>();
   std::mutex pending_mutex_;
   std::vector<c10::intrusive_ptr<StagedWork>> pending_;
 };
