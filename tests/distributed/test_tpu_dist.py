@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.distributed as dist
 
 import torch_tpu
-from tests.distributed.launcher import assert_all_ok, launch
+from tests.distributed.launcher import REPO, assert_all_ok, free_port, launch
 from torch_tpu import config
 from torch_tpu import distributed as tpu_dist
 
@@ -102,3 +107,14 @@ def test_distributed_checkpoint_save_load(tmp_path) -> None:
 
 def test_mpmd_does_not_deadlock() -> None:
     assert_all_ok(launch("mpmd", 2, deadline_s=120))
+
+
+def test_example_train_ddp_under_torchrun() -> None:
+    """examples/train_ddp.py under the real torchrun (its rendezvous, env vars and OMP settings)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port())]
+    cmd += ["examples/train_ddp.py", "--epochs", "2", "--samples", "256"]
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    losses = [float(m) for m in re.findall(r"mean loss ([0-9.]+)", proc.stdout)]
+    assert len(losses) == 2 and losses[1] < losses[0], proc.stdout
