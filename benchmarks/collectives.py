@@ -7,7 +7,7 @@ The script launches its own ranks like torchrun on one host, including torchrun'
 threads spinning in a rank slow the XLA-CPU plugin's host copies down by ~10 ms each). Each rank joins one process group
 "cpu:gloo,tpu:tpu_dist" (with the agreement check, the default) and a second one with TORCH_TPU_DIST_CHECK=0, so the
 table shows what the check costs. Time per op is the slowest rank's mean over `iters` back-to-back synchronous
-all_reduces, best of `rounds`; bus bandwidth = bytes * 2 * (n - 1) / n / time (the NCCL-tests convention).
+all_reduces, best of `rounds` (interleaved); bus bandwidth = bytes * 2 * (n - 1) / n / time (the NCCL-tests convention).
 """
 
 from __future__ import annotations
@@ -32,21 +32,18 @@ def _sizes(min_kib: int, max_mib: int) -> list[int]:
     return sizes
 
 
-def _time_op(dist, x, group, iters: int, rounds: int) -> float:  # noqa: ANN001 - torch types, imported late
+def _time_once(dist, x, group, iters: int) -> float:  # noqa: ANN001 - torch types, imported late
     import torch
 
-    best = float("inf")
-    for _ in range(rounds):
-        dist.barrier(group=group)
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(x, group=group)
-        if x.device.type == "tpu":
-            torch.tpu.synchronize()
-        elapsed = torch.tensor([(time.perf_counter() - t0) / iters])
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)  # cpu: Gloo
-        best = min(best, float(elapsed))
-    return best
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(x, group=group)
+    if x.device.type == "tpu":
+        torch.tpu.synchronize()
+    elapsed = torch.tensor([(time.perf_counter() - t0) / iters])
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # cpu tensor: Gloo
+    return float(elapsed)
 
 
 def _rank_main(args: argparse.Namespace) -> None:
@@ -70,10 +67,11 @@ def _rank_main(args: argparse.Namespace) -> None:
         for x in (cpu, tpu):  # warm up: connections, compiled copy programs
             dist.all_reduce(x)
             dist.all_reduce(x, group=unchecked)
-        t_gloo = _time_op(dist, cpu, None, iters, args.rounds)
-        t_tpu = _time_op(dist, tpu, None, iters, args.rounds)
-        t_tpu_nc = _time_op(dist, tpu, unchecked, iters, args.rounds)
-        rows.append((size, t_gloo, t_tpu, t_tpu_nc))
+        best = [float("inf")] * 3
+        for _ in range(args.rounds):  # interleaved, so load changes on a shared host hit all three alike
+            for i, (x, group) in enumerate(((cpu, None), (tpu, None), (tpu, unchecked))):
+                best[i] = min(best[i], _time_once(dist, x, group, iters))
+        rows.append((size, *best))
     if rank == 0:
         factor = 2 * (world - 1) / world
         print(
@@ -98,7 +96,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--min-kib", type=int, default=4)
     parser.add_argument("--max-mib", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--rank-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_process:

@@ -1,13 +1,16 @@
 #include "distributed/tpu_dist.h"
 
 #include "exec/device_data.h"
+#include "exec/state.h"
 #include "lowering/op_context.h"
+#include "runtime/pjrt.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 #include <utility>
 
@@ -31,6 +34,47 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
   return a;
 }
 
+// On the XLA-CPU plugin a device buffer is host memory: read it with one memcpy once it is computed, instead of the
+// plugin's transfer (which hands copies above ~100 KB to a worker thread: about a millisecond per op on a busy host).
+// False when the plugin is another one or cannot say where the buffer lives.
+bool read_host_visible(const Buffer& buffer, void* dst, size_t nbytes) {
+  const BackendState& state = backend_state();
+  if (state.client->platform_name() != "cpu" || static_cast<int64_t>(nbytes) > buffer.byte_size()) return false;
+  const PJRT_Api* api = state.client->api();
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Buffer_UnsafePointer) || !api->PJRT_Buffer_UnsafePointer) return false;
+  buffer.await_ready();  // computed (and the producer's error, if any, raised here)
+  TPU_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args, args);
+  args.buffer = buffer.raw();
+  if (PJRT_Error* err = api->PJRT_Buffer_UnsafePointer(&args)) {
+    pjrt_take_error(api, err, "PJRT_Buffer_UnsafePointer");  // not supported: use the plugin's transfer
+    return false;
+  }
+  if (args.buffer_pointer == 0) return false;
+  std::memcpy(dst, reinterpret_cast<const void*>(args.buffer_pointer), nbytes);
+  return true;
+}
+
+// The copy back of a result that fills a whole tpu storage, on the XLA-CPU plugin: the host buffer becomes the
+// storage's device buffer without a copy (zero-copy host semantics). The pool gets the host buffer back when PJRT is
+// done with it (the device buffer was freed or replaced). False when this does not apply; then copy_ does the work.
+bool adopt_as_device_buffer(const at::Tensor& dst, const at::Tensor& host, const std::shared_ptr<HostPool>& pool) {
+  const BackendState& state = backend_state();
+  if (state.client->platform_name() != "cpu" || !on_tpu(dst) || !host.is_cpu() || dst.numel() == 0) return false;
+  const int64_t storage_numel = static_cast<int64_t>(dst.storage().nbytes()) / static_cast<int64_t>(dst.element_size());
+  const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() && dst.numel() == storage_numel;
+  if (!whole || host.scalar_type() != dst.scalar_type() || !host.is_contiguous() || host.numel() != dst.numel() ||
+      reinterpret_cast<uintptr_t>(host.data_ptr()) % 64 != 0) {
+    return false;
+  }
+  Event done;
+  auto buffer = state.client->buffer_from_host(host.data_ptr(), element_type_of(dst.scalar_type()), {dst.numel()}, {},
+                                               state.pjrt_index.at(dst.device().index()),
+                                               HostSemantics::kImmutableZeroCopy, &done);
+  device_data(dst.storage()).set_buffer(std::move(buffer));
+  std::move(done).on_ready([host, pool](const Error&) { pool->release(host); });
+  return true;
+}
+
 // The host side of one collective: host twins of its operands, and what to copy back into which user tensor when the
 // host work is done. tpu operands get pooled host buffers (given back by finish()); host operands are used as they
 // are (the host backend checks them itself).
@@ -48,7 +92,8 @@ class Stage {
     const int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
     const bool whole = t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel;
     if (buffer && whole && buffer->element_type() == element_type_of(t.scalar_type())) {
-      buffer->to_host(host.data_ptr(), static_cast<size_t>(host.nbytes()));
+      const auto nbytes = static_cast<size_t>(host.nbytes());
+      if (!read_host_visible(*buffer, host.data_ptr(), nbytes)) buffer->to_host(host.data_ptr(), nbytes);
     } else {
       host.copy_(t);
     }
@@ -82,13 +127,27 @@ class Stage {
 
   // Copies the results back into the user tensors, then gives the host buffers back to the pool.
   void finish() {
-    for (const auto& [dst, src] : pairs_) dst.copy_(src);
+    for (const auto& [dst, src] : pairs_) {
+      if (is_taken(src) && adopt_as_device_buffer(dst, src, pool_)) {
+        adopted_.push_back(src);  // the pool gets it back from PJRT, later
+      } else {
+        dst.copy_(src);
+      }
+    }
     pairs_.clear();
-    for (const auto& t : taken_) pool_->release(t);
+    for (const auto& t : taken_) {
+      if (std::none_of(adopted_.begin(), adopted_.end(), [&t](const at::Tensor& a) { return a.is_same(t); })) {
+        pool_->release(t);
+      }
+    }
     taken_.clear();
+    adopted_.clear();
   }
 
  private:
+  bool is_taken(const at::Tensor& t) const {
+    return std::any_of(taken_.begin(), taken_.end(), [&t](const at::Tensor& a) { return a.is_same(t); });
+  }
   at::Tensor take(const at::Tensor& like) {
     taken_.push_back(pool_->acquire(like));
     return taken_.back();
@@ -103,6 +162,7 @@ class Stage {
 
   std::shared_ptr<HostPool> pool_;
   std::vector<at::Tensor> taken_;
+  std::vector<at::Tensor> adopted_;
   std::vector<std::pair<at::Tensor, at::Tensor>> pairs_;
 };
 
