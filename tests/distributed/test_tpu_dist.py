@@ -63,6 +63,11 @@ def test_collectives_match_gloo(world: int) -> None:
     assert_all_ok(launch("collectives", world))
 
 
+def test_collectives_match_gloo_in_strict_mode() -> None:
+    # Strict eager: staged reads must wait for enqueued programs that produce the operands.
+    assert_all_ok(launch("collectives", 2, env={"TORCH_TPU_EAGER_MODE": "strict"}))
+
+
 def test_default_backend_and_local_rank_device() -> None:
     assert_all_ok(launch("default_backend", 2))
 
