@@ -243,6 +243,14 @@ def case_collectives() -> None:
 
     _both("all_reduce into a strided view", strided_view)
 
+    # A subgroup of the even ranks has its own tpu_dist backend; odd ranks are not members.
+    evens = list(range(0, world, 2))
+    sub = dist.new_group(evens)
+    if rank in evens:
+        y = torch.full((3,), float(rank), device=TPU)
+        dist.all_reduce(y, group=sub)
+        assert torch.equal(y.cpu(), torch.full((3,), float(sum(evens)))), f"rank {rank} subgroup: {y.cpu()}"
+
     dist.barrier()
     objs: list[object] = [None] * world
     dist.all_gather_object(objs, {"rank": rank})
@@ -266,6 +274,9 @@ def case_default_backend() -> None:
     dist.all_reduce(x)
     assert torch.equal(x.cpu(), torch.full((3,), float(world * (world + 1) // 2))), x
     dist.barrier()
+    objs: list[object] = [None] * world  # object collectives on a tpu-only group travel as tpu tensors
+    dist.all_gather_object(objs, ("rank", rank))
+    assert objs == [("rank", r) for r in range(world)], objs
     dist.destroy_process_group()
     print(f"rank {rank}: default backend ok on tpu:{expected}")
 
