@@ -57,8 +57,13 @@ def _cache_dir(raw: str | None) -> str | None:
     return os.path.join(base, "torch_tpu")
 
 
-def _int_or_none(raw: str | None) -> int | None:
-    return int(raw) if raw is not None and raw.strip() != "" else None
+def _int_or_none(name: str, raw: str | None) -> int | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name}={raw!r} must be an integer") from exc
 
 
 def load(env: dict[str, str] | None = None) -> Config:
@@ -70,7 +75,9 @@ def load(env: dict[str, str] | None = None) -> Config:
         eager_mode=_choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "debug"), EAGER_MODES),
         fallback=_choice("TORCH_TPU_FALLBACK", e.get("TORCH_TPU_FALLBACK", "warn"), FALLBACK_POLICIES),
         cache_dir=_cache_dir(e.get("TORCH_TPU_CACHE_DIR")),
-        cpu_devices=int(e.get("TORCH_TPU_CPU_DEVICES") or max(2, _int_or_none(e.get("LOCAL_WORLD_SIZE")) or 0)),
-        local_rank=_int_or_none(e.get("LOCAL_RANK")),
+        cpu_devices=int(
+            e.get("TORCH_TPU_CPU_DEVICES") or max(2, _int_or_none("LOCAL_WORLD_SIZE", e.get("LOCAL_WORLD_SIZE")) or 2)
+        ),
+        local_rank=_int_or_none("LOCAL_RANK", e.get("LOCAL_RANK")),
         dist_check=e.get("TORCH_TPU_DIST_CHECK", "1").strip().lower() not in ("0", "off", "false", "no"),
     )

@@ -32,6 +32,10 @@ def test_config_local_rank_and_device_choice() -> None:
     assert config.load({}).local_rank is None and config.load({}).cpu_devices == 2
     assert config.load({"TORCH_TPU_CPU_DEVICES": "1", "LOCAL_WORLD_SIZE": "4"}).cpu_devices == 1
     assert not config.load({"TORCH_TPU_DIST_CHECK": "0"}).dist_check
+    with pytest.raises(ValueError, match="LOCAL_RANK='x' must be an integer"):
+        config.load({"LOCAL_RANK": "x"})
+    with pytest.raises(ValueError, match="LOCAL_RANK=-1 must be >= 0"):
+        tpu_dist.device_for_local_rank(-1, 2)
     assert tpu_dist.device_for_local_rank(1, 2) == 1
     assert tpu_dist.device_for_local_rank(3, 2) == 1
     with pytest.raises(RuntimeError, match="no tpu device"):
