@@ -40,7 +40,7 @@ def register() -> bool:
     """Registers tpu_dist with torch.distributed (idempotent). False when torch has no distributed/Gloo support."""
     import torch.distributed as dist
 
-    if not dist.is_available() or not dist.is_gloo_available():
+    if not dist.is_available() or not dist.is_gloo_available() or not hasattr(_C, "TpuDistBackend"):
         return False
     if not is_registered():
         dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["tpu"])

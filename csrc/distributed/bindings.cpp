@@ -12,8 +12,13 @@ namespace py = pybind11;
 namespace torch_tpu {
 
 void bind_distributed(py::module_& m) {
-  // The base class c10d::Backend is registered by torch._C._distributed_c10d; import it so pybind knows it.
-  py::module_::import("torch._C._distributed_c10d");
+  // The base class c10d::Backend is registered by torch._C._distributed_c10d; import it so pybind knows it. A torch
+  // built without distributed support has no such module: then there is no tpu_dist (torch_tpu still loads).
+  try {
+    py::module_::import("torch._C._distributed_c10d");
+  } catch (const py::error_already_set&) {
+    return;
+  }
   py::class_<TpuDistBackend, c10d::Backend, c10::intrusive_ptr<TpuDistBackend>>(m, "TpuDistBackend")
       .def(py::init<c10::intrusive_ptr<c10d::Backend>, int, int, std::chrono::milliseconds, bool>(),
            py::arg("host_backend"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
