@@ -123,6 +123,10 @@ class TpuDistBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // Sequence numbers (TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper needs them) are the host backend's.
+  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
+
   void abort() override;
   void shutdown() override;
 

@@ -72,6 +72,11 @@ def test_collectives_match_gloo_in_strict_mode() -> None:
     assert_all_ok(launch("collectives", 2, env={"TORCH_TPU_EAGER_MODE": "strict"}))
 
 
+def test_collectives_under_distributed_debug_detail() -> None:
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the backend in ProcessGroupWrapper (needs sequence numbers).
+    assert_all_ok(launch("collectives", 2, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}))
+
+
 def test_default_backend_and_local_rank_device() -> None:
     assert_all_ok(launch("default_backend", 2))
 
