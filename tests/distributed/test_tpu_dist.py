@@ -132,3 +132,28 @@ def test_example_train_ddp_under_torchrun() -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     losses = [float(m) for m in re.findall(r"mean loss ([0-9.]+)", proc.stdout)]
     assert len(losses) == 2 and losses[1] < losses[0], proc.stdout
+
+
+def test_two_nodes_with_torchrun_c10d_rendezvous() -> None:
+    """Two torchrun agents (as on two hosts, here both on localhost) meet through the c10d rendezvous."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"]
+    cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "tpu_dist_test"]
+    cmd += ["examples/train_ddp.py", "--epochs", "2", "--samples", "256"]
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    agents = [
+        subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = []
+    try:
+        for agent in agents:
+            outputs.append(agent.communicate(timeout=240))
+    finally:
+        for agent in agents:
+            if agent.poll() is None:
+                agent.kill()
+    for agent, (out, err) in zip(agents, outputs, strict=True):
+        assert agent.returncode == 0, out[-3000:] + err[-6000:]
+    losses = [float(m) for out, _ in outputs for m in re.findall(r"mean loss ([0-9.]+) \(2 ranks", out)]
+    assert len(losses) == 2 and losses[1] < losses[0], outputs  # rank 0 prints one line per epoch
