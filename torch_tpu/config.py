@@ -10,6 +10,7 @@
 | TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2 (or LOCAL_WORLD_SIZE) |
 | LOCAL_RANK               | (torchrun) picks this process's current tpu device          | unset              |
 | TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes before a collective | 1                  |
+| TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Config:
     cpu_devices: int
     local_rank: int | None = None
     dist_check: bool = True
+    dist_cpu_zero_copy: bool = True
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -66,6 +68,10 @@ def _int_or_none(name: str, raw: str | None) -> int | None:
         raise ValueError(f"{name}={raw!r} must be an integer") from exc
 
 
+def _flag(raw: str) -> bool:
+    return raw.strip().lower() not in ("0", "off", "false", "no")
+
+
 def load(env: dict[str, str] | None = None) -> Config:
     """Reads the configuration from `env` (default: os.environ)."""
     e = os.environ if env is None else env
@@ -79,5 +85,6 @@ def load(env: dict[str, str] | None = None) -> Config:
             e.get("TORCH_TPU_CPU_DEVICES") or max(2, _int_or_none("LOCAL_WORLD_SIZE", e.get("LOCAL_WORLD_SIZE")) or 2)
         ),
         local_rank=_int_or_none("LOCAL_RANK", e.get("LOCAL_RANK")),
-        dist_check=e.get("TORCH_TPU_DIST_CHECK", "1").strip().lower() not in ("0", "off", "false", "no"),
+        dist_check=_flag(e.get("TORCH_TPU_DIST_CHECK", "1")),
+        dist_cpu_zero_copy=_flag(e.get("TORCH_TPU_DIST_CPU_ZERO_COPY", "1")),
     )

@@ -27,7 +27,10 @@ def _create_backend(store: object, rank: int, size: int, timeout: datetime.timed
     import torch.distributed as dist
 
     host = dist.ProcessGroupGloo(dist.PrefixStore(_STORE_PREFIX, store), rank, size, timeout)
-    return _C.TpuDistBackend(host, rank, size, timeout, check_agreement=config.load().dist_check)
+    cfg = config.load()
+    return _C.TpuDistBackend(
+        host, rank, size, timeout, check_agreement=cfg.dist_check, cpu_zero_copy=cfg.dist_cpu_zero_copy
+    )
 
 
 def is_registered() -> bool:

@@ -20,11 +20,13 @@ void bind_distributed(py::module_& m) {
     return;
   }
   py::class_<TpuDistBackend, c10d::Backend, c10::intrusive_ptr<TpuDistBackend>>(m, "TpuDistBackend")
-      .def(py::init<c10::intrusive_ptr<c10d::Backend>, int, int, std::chrono::milliseconds, bool>(),
+      .def(py::init<c10::intrusive_ptr<c10d::Backend>, int, int, std::chrono::milliseconds, bool, bool>(),
            py::arg("host_backend"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::arg("check_agreement") = true,
+           py::arg("check_agreement") = true, py::arg("cpu_zero_copy") = true,
            "A tpu_dist backend over `host_backend` (a c10d backend on host tensors, e.g. ProcessGroupGloo). With "
-           "check_agreement, ranks compare each collective's op, dtype and shapes first and raise on a mismatch.")
+           "check_agreement, ranks compare each collective's op, dtype and shapes first and raise on a mismatch. With "
+           "cpu_zero_copy, on the XLA-CPU plugin, staging reads device buffers with a memcpy and results become "
+           "device buffers without a copy.")
       .def_property_readonly("host_backend", &TpuDistBackend::host_backend);
 }
 

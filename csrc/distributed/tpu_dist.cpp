@@ -93,7 +93,9 @@ class Stage {
     const bool whole = t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel;
     if (buffer && whole && buffer->element_type() == element_type_of(t.scalar_type())) {
       const auto nbytes = static_cast<size_t>(host.nbytes());
-      if (!read_host_visible(*buffer, host.data_ptr(), nbytes)) buffer->to_host(host.data_ptr(), nbytes);
+      if (!pool_->cpu_zero_copy() || !read_host_visible(*buffer, host.data_ptr(), nbytes)) {
+        buffer->to_host(host.data_ptr(), nbytes);
+      }
     } else {
       host.copy_(t);
     }
@@ -128,7 +130,7 @@ class Stage {
   // Copies the results back into the user tensors, then gives the host buffers back to the pool.
   void finish() {
     for (const auto& [dst, src] : pairs_) {
-      if (is_taken(src) && adopt_as_device_buffer(dst, src, pool_)) {
+      if (pool_->cpu_zero_copy() && is_taken(src) && adopt_as_device_buffer(dst, src, pool_)) {
         adopted_.push_back(src);  // the pool gets it back from PJRT, later
       } else {
         dst.copy_(src);
@@ -320,11 +322,12 @@ bool StagedWork::writes_to(const at::Tensor& t) const {
 
 // ---------------------------------------------------------------------------------------------------------------
 TpuDistBackend::TpuDistBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
-                               std::chrono::milliseconds timeout, bool check_agreement)
+                               std::chrono::milliseconds timeout, bool check_agreement, bool cpu_zero_copy)
     : c10d::Backend(rank, size),
       host_(std::move(host)),
       options_(c10::make_intrusive<Options>("tpu_dist", timeout)),
-      check_agreement_(check_agreement) {
+      check_agreement_(check_agreement),
+      pool_(std::make_shared<HostPool>(cpu_zero_copy)) {
   TORCH_CHECK(host_, "tpu_dist needs a host backend");
   TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size, "tpu_dist: host backend is rank ",
               host_->getRank(), " of ", host_->getSize(), ", expected rank ", rank, " of ", size);
@@ -640,7 +643,7 @@ WorkPtr TpuDistBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<a
 WorkPtr TpuDistBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   settle(tensors);
   // Nobody may ever complete a send work, so its host buffers are not pooled: they live as long as the host work.
-  Stage st(std::make_shared<HostPool>());
+  Stage st(std::make_shared<HostPool>(pool_->cpu_zero_copy()));
   auto host = st.in(tensors);
   auto work = host_->send(host, dst_rank, tag);
   return launch(OpType::SEND, work, {}, nullptr);

@@ -59,6 +59,10 @@ class StagedWork : public c10d::Work {
 class HostPool {
  public:
   static constexpr size_t kMaxFreeBytes = size_t{512} << 20;
+  // cpu_zero_copy: on the XLA-CPU plugin, read device buffers with a memcpy and adopt host results as device buffers
+  // (off: the plugin's transfers, the path every other plugin takes).
+  explicit HostPool(bool cpu_zero_copy = true) : cpu_zero_copy_(cpu_zero_copy) {}
+  bool cpu_zero_copy() const { return cpu_zero_copy_; }
   // A contiguous host tensor shaped and typed like `like` (contents undefined).
   at::Tensor acquire(const at::Tensor& like);
   // Gives back what acquire() returned; the caller must hold no other reference it still uses.
@@ -68,6 +72,7 @@ class HostPool {
   std::mutex mutex_;
   std::multimap<size_t, at::Tensor> free_;  // byte tensors by size
   size_t free_bytes_ = 0;
+  bool cpu_zero_copy_;
 };
 
 class TpuDistBackend : public c10d::Backend {
@@ -75,7 +80,7 @@ class TpuDistBackend : public c10d::Backend {
   // check_agreement: before each collective, the ranks exchange a small signature of it (op, dtype, element counts,
   // shapes) and every rank raises when they differ, instead of Gloo crashing, hanging or mixing mismatched buffers.
   TpuDistBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size, std::chrono::milliseconds timeout,
-                 bool check_agreement = true);
+                 bool check_agreement = true, bool cpu_zero_copy = true);
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
@@ -143,7 +148,7 @@ class TpuDistBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> host_;
   c10::intrusive_ptr<Options> options_;
   bool check_agreement_;
-  std::shared_ptr<HostPool> pool_ = std::make_shared<HostPool>();
+  std::shared_ptr<HostPool> pool_;
   std::mutex pending_mutex_;
   std::vector<c10::intrusive_ptr<StagedWork>> pending_;
 };

@@ -32,6 +32,7 @@ def test_config_local_rank_and_device_choice() -> None:
     assert config.load({}).local_rank is None and config.load({}).cpu_devices == 2
     assert config.load({"TORCH_TPU_CPU_DEVICES": "1", "LOCAL_WORLD_SIZE": "4"}).cpu_devices == 1
     assert not config.load({"TORCH_TPU_DIST_CHECK": "0"}).dist_check
+    assert not config.load({"TORCH_TPU_DIST_CPU_ZERO_COPY": "off"}).dist_cpu_zero_copy
     with pytest.raises(ValueError, match="LOCAL_RANK='x' must be an integer"):
         config.load({"LOCAL_RANK": "x"})
     with pytest.raises(ValueError, match="LOCAL_RANK=-1 must be >= 0"):
@@ -65,6 +66,11 @@ def test_single_process_group() -> None:
 @pytest.mark.parametrize("world", [2, 4])
 def test_collectives_match_gloo(world: int) -> None:
     assert_all_ok(launch("collectives", world))
+
+
+def test_collectives_match_gloo_through_plugin_transfers() -> None:
+    # The staging path of every plugin but XLA-CPU (PJRT transfers both ways), exercised here on XLA-CPU.
+    assert_all_ok(launch("collectives", 2, env={"TORCH_TPU_DIST_CPU_ZERO_COPY": "0"}))
 
 
 def test_collectives_match_gloo_in_strict_mode() -> None:
