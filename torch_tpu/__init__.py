@@ -16,6 +16,7 @@ def _autoload() -> None:
 import torch  # noqa: E402,F401  (loads libtorch before _C)
 
 from torch_tpu import _C, _registration, config, runtime  # noqa: E402,F401  (_C registers the kernels)
+from torch_tpu.eager import eager_mode, flush, get_eager_mode, set_eager_mode  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -39,11 +40,25 @@ def metrics() -> dict[str, Any]:
     out["lowered_ops"] = dict(_C._lowered_counts())
     out["fallback_ops"] = dict(_C._fallback_counts())
     out["host_ops"] = dict(_C._host_op_counts())
+    out["host_syncs_by_reason"] = dict(_C._host_sync_counts())
+    out["nodes_per_graph"] = out["graph_nodes"] / out["graphs_run"] if out["graphs_run"] else 0.0
     return out
 
 
 def reset_op_counts() -> None:
     _C._reset_op_counts()
+    _C._reset_host_sync_counts()
 
 
-__all__ = ["config", "runtime", "is_available", "metrics", "reset_op_counts", "__version__"]
+__all__ = [
+    "config",
+    "runtime",
+    "is_available",
+    "metrics",
+    "reset_op_counts",
+    "set_eager_mode",
+    "get_eager_mode",
+    "eager_mode",
+    "flush",
+    "__version__",
+]

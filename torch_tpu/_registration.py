@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 import threading
 import types
-import warnings
 
 import torch
 
-from torch_tpu import _C, config, device_module, runtime
+from torch_tpu import _C, _dlpack, config, device_module, runtime
 
 _lock = threading.Lock()
 _done = False
@@ -40,15 +39,15 @@ def register() -> None:
             torch.utils.rename_privateuse1_backend("tpu")
         _register_device_module()
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        _dlpack.install()
         cfg = config.load()
         _C._set_fallback_policy(cfg.fallback)
-        if cfg.eager_mode == "fused":
-            warnings.warn("TORCH_TPU_EAGER_MODE=fused is not implemented yet; running in strict mode", stacklevel=2)
-        _C._set_eager_mode("debug" if cfg.eager_mode == "debug" else "strict")
+        _C._set_eager_mode(cfg.eager_mode)
         try:
             rt = runtime.get()
         except runtime.PluginUnavailableError:
             rt = None  # device_count() stays 0; torch_tpu.runtime.status() says why
         if rt is not None:
             _C._backend_init(rt.client, rt.cache, [d["index"] for d in rt.devices])
+            _C._register_fork_handler()  # forked children re-run torch.tpu._lazy_init, which raises there
         _done = True

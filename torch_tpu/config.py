@@ -4,10 +4,11 @@
 |--------------------------|-------------------------------------------------------------|--------------------|
 | TORCH_TPU_PJRT_PLUGIN    | path to a PJRT plugin .so (libtpu.so, XLA-CUDA, ...)        | XLA-CPU wheel      |
 | TPU_VISIBLE_CHIPS        | comma-separated device indices this process may use         | all                |
-| TORCH_TPU_EAGER_MODE     | debug / strict / fused (fused: not yet, runs strict)        | debug              |
+| TORCH_TPU_EAGER_MODE     | debug / strict / fused (DeferAndFuse)                       | debug              |
 | TORCH_TPU_FALLBACK       | what an op without a lowering does: error / warn / silent   | warn               |
 | TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
 | TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2 (or LOCAL_WORLD_SIZE) |
+| TORCH_TPU_DUMP_DIR       | write every compiled program's StableHLO text here          | unset (no dumps)   |
 | LOCAL_RANK               | (torchrun) picks this process's current tpu device          | unset              |
 | TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes before a collective | 1                  |
 | TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
@@ -30,6 +31,7 @@ class Config:
     fallback: str
     cache_dir: str | None
     cpu_devices: int
+    dump_dir: str | None = None
     local_rank: int | None = None
     dist_check: bool = True
     dist_cpu_zero_copy: bool = True
@@ -87,4 +89,5 @@ def load(env: dict[str, str] | None = None) -> Config:
         local_rank=_int_or_none("LOCAL_RANK", e.get("LOCAL_RANK")),
         dist_check=_flag(e.get("TORCH_TPU_DIST_CHECK", "1")),
         dist_cpu_zero_copy=_flag(e.get("TORCH_TPU_DIST_CPU_ZERO_COPY", "1")),
+        dump_dir=os.path.expanduser(e["TORCH_TPU_DUMP_DIR"]) if e.get("TORCH_TPU_DUMP_DIR") else None,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,19 +24,29 @@ def device_count() -> int:
 
 
 def is_initialized() -> bool:
-    return is_available()
+    return is_available() and not _is_in_bad_fork()
+
+
+_BAD_FORK_MESSAGE = (
+    "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you must use the 'spawn' "
+    "start method"
+)
 
 
 def init() -> None:
-    runtime.get()
+    """Starts the runtime (torch_tpu starts it at import); raises in a child forked after that, as CUDA does."""
+    _lazy_init()
 
 
 def _lazy_init() -> None:
-    init()
+    if _is_in_bad_fork():
+        raise RuntimeError(_BAD_FORK_MESSAGE)
+    runtime.get()
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after the tpu runtime started: the runtime's threads stayed in the parent."""
+    return bool(_C._is_in_bad_fork())
 
 
 def _index(device: Any = None) -> int:
@@ -78,6 +89,7 @@ class device:  # noqa: N801 - the name torch.cuda uses
 
 
 def synchronize(device: Any = None) -> None:
+    _lazy_init()
     _C._synchronize(_index(device))
 
 
@@ -85,20 +97,57 @@ def get_device_name(device: Any = None) -> str:
     return get_device_properties(device).name
 
 
+def _int_attribute(attributes: dict[str, str], *names: str) -> int | None:
+    for name in names:
+        try:
+            return int(attributes[name])
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
 class _DeviceProperties:
+    """What the plugin reports about one device, under torch.cuda's property names where one exists."""
+
     def __init__(self, index: int) -> None:
         rt = runtime.get()
         info = rt.devices[index]
         kind = info["kind"]
         platform = rt.client.platform_name
-        self.name = f"XLA {kind.upper()}" if platform == "cpu" else kind
-        self.platform = platform
+        attributes: dict[str, str] = dict(info.get("attributes", {}))
+        self.name: str = f"XLA {kind.upper()}" if platform == "cpu" else kind
+        self.type = "tpu"
+        self.platform: str = platform
+        self.platform_version: str = rt.client.platform_version
+        self.device_kind: str = kind
+        self.description: str = info["description"]
+        self.attributes = attributes
         self.index = index
-        self.total_memory = _C._device_capacity(index)
-        self.multi_processor_count = 1
+        self.pjrt_id: int = info["id"]
+        self.total_memory: int = _C._device_capacity(index)
+        # Cores: the plugin's count where it reports one; XLA-CPU devices share the host's cores.
+        cores = _int_attribute(attributes, "core_count", "num_cores", "multi_processor_count")
+        if cores is None:
+            cores = (os.cpu_count() or 1) if platform == "cpu" else 1
+        self.multi_processor_count: int = cores
+        self.major, self.minor = _capability_of(attributes)
+        capability = torch._C._accelerator_getDeviceCapability(index)
+        self.supported_dtypes: list[torch.dtype] = sorted(capability["supported_dtypes"], key=str)
 
     def __repr__(self) -> str:
-        return f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', total_memory={self.total_memory})"
+        return (
+            f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
+            f"total_memory={self.total_memory // (1 << 20)}MB, multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def _capability_of(attributes: dict[str, str]) -> tuple[int, int]:
+    """(major, minor) where the plugin reports one (XLA-CUDA: compute_capability "9.0"), else (0, 0)."""
+    text = attributes.get("compute_capability", "")
+    parts = text.split(".")
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+        return int(parts[0]), int(parts[1])
+    return 0, 0
 
 
 def get_device_properties(device: Any = None) -> _DeviceProperties:
@@ -109,7 +158,10 @@ def get_device_properties(device: Any = None) -> _DeviceProperties:
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int]:
-    return (0, 0)
+    """(major, minor) as torch.cuda returns it: the plugin's compute capability where it has one, else (0, 0).
+    torch.accelerator.get_device_capability() gives the supported dtypes."""
+    props = get_device_properties(device)
+    return props.major, props.minor
 
 
 # ----------------------------------------------------------------------------------------------------------------

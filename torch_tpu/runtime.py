@@ -84,6 +84,8 @@ def _start() -> _Runtime:
         cache = _C.CompileCache(client)
         if cfg.cache_dir:
             cache.set_directory(os.path.join(cfg.cache_dir, client.platform_name))
+        if cfg.dump_dir:
+            cache.set_dump_directory(cfg.dump_dir)
         return _Runtime(client=client, cache=cache, devices=devices)
     raise PluginUnavailableError(
         "could not load a PJRT plugin; tried:\n  "

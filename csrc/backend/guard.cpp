@@ -7,8 +7,12 @@
 
 #include "exec/state.h"
 #include "exec/sync.h"
+#include "runtime/element_type.h"
 
 namespace torch_tpu {
+
+ElementType element_type_of(c10::ScalarType type);  // lowering/op_context.h (throws for dtypes XLA cannot hold)
+
 namespace {
 
 constexpr int kStreamPoolSize = 32;
@@ -47,6 +51,27 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
   }
   c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(device_count()); }
+
+  // torch.accelerator.get_device_capability(): the dtypes a tpu tensor can hold (those with an XLA element type).
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    check_device_index(resolve(d.index()));
+    c10::DeviceCapability cap;
+#define TPU_DTYPE_SUPPORTED(_, name) \
+  cap.capability_data.supported_scalar_types.has_##name = supports(c10::ScalarType::name) ? 1 : 0;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TPU_DTYPE_SUPPORTED)
+#undef TPU_DTYPE_SUPPORTED
+    return cap;
+  }
+  static bool supports(c10::ScalarType type) {
+    // Quantized tensors keep their integer values in tpu storage (backend/quantized.cpp).
+    if (type == c10::kQInt8 || type == c10::kQUInt8 || type == c10::kQInt32) return true;
+    try {
+      element_type_of(type);
+      return true;
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
 
   c10::Stream getStream(c10::Device d) const override {
     c10::DeviceIndex i = resolve(d.index());

@@ -12,6 +12,7 @@
 #include "backend/generator.h"
 #include "exec/state.h"
 #include "backend/lowered_op.h"
+#include "exec/graph.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 
@@ -39,28 +40,29 @@ std::tuple<at::Tensor, at::Tensor> tpu_native_dropout(const at::Tensor& input, d
     key[0] = engine->random64();
     key[1] = engine->random64();
   }
-  TensorProgram prog(device);
-  HloBuilder& b = prog.builder();
-  std::vector<int64_t> dims = input.sizes().vec();
-  int64_t n = input.numel();
-  // The key is a program argument: a constant would make every call a new program to compile.
-  const BackendState& backend = backend_state();
-  Value state = prog.external(backend.client->buffer_from_host(key, ElementType::kU64, {2}, {},
-                                                               backend.pjrt_index.at(device)));
-  std::vector<Value> rng = b.op("stablehlo.rng_bit_generator", {state},
-                                {{ElementType::kU64, {2}}, {ElementType::kU32, {std::max<int64_t>(n, 1)}}},
-                                "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
-  Value bits = b.slice(rng[1], {0}, {n});
-  // Keep an element when its 32 random bits fall below (1 - p) * 2^32.
-  double threshold = std::min((1.0 - p) * 4294967296.0, 4294967295.0);
-  Value keep = b.compare(CompareDirection::kLt, bits, b.constant(threshold, ElementType::kU32, {n}));
-  keep = b.reshape(keep, dims);
-  Value x = prog.read(input);
-  Value scaled = b.binary("stablehlo.multiply", x, b.constant(1.0 / (1.0 - p), x.type.dtype, dims));
-  Value out = b.select(keep, scaled, zeros(b, x.type));
-  at::Tensor out_t = prog.output(out, input.scalar_type());
-  at::Tensor mask_t = prog.output(keep, at::kBool);
-  prog.run();
+  at::Tensor out_t, mask_t;
+  with_program(device, [&](TensorProgram& prog) {
+    HloBuilder& b = prog.builder();
+    std::vector<int64_t> dims = input.sizes().vec();
+    int64_t n = input.numel();
+    // The key is a program argument: a constant would make every call a new program to compile.
+    const BackendState& backend = backend_state();
+    Value state = prog.external(backend.client->buffer_from_host(key, ElementType::kU64, {2}, {},
+                                                                 backend.pjrt_index.at(device)));
+    std::vector<Value> rng = b.op("stablehlo.rng_bit_generator", {state},
+                                  {{ElementType::kU64, {2}}, {ElementType::kU32, {std::max<int64_t>(n, 1)}}},
+                                  "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
+    Value bits = b.slice(rng[1], {0}, {n});
+    // Keep an element when its 32 random bits fall below (1 - p) * 2^32.
+    double threshold = std::min((1.0 - p) * 4294967296.0, 4294967295.0);
+    Value keep = b.compare(CompareDirection::kLt, bits, b.constant(threshold, ElementType::kU32, {n}));
+    keep = b.reshape(keep, dims);
+    Value x = prog.read(input);
+    Value scaled = b.binary("stablehlo.multiply", x, b.constant(1.0 / (1.0 - p), x.type.dtype, dims));
+    Value out = b.select(keep, scaled, zeros(b, x.type));
+    out_t = prog.output(out, input.scalar_type());
+    mask_t = prog.output(keep, at::kBool);
+  });
   return {out_t, mask_t};
 }
 

@@ -2,8 +2,12 @@
 // registration of every lowered op (one boxed kernel serves the whole lowering table) and the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <torch/library.h>
@@ -11,11 +15,15 @@
 #include "backend/storage.h"
 #include "exec/state.h"
 #include "backend/lowered_op.h"
+#include "exec/graph.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 #include "lowering/views.h"
 
 namespace torch_tpu {
+
+bool copy_non_blocking(const at::Tensor& self, const at::Tensor& src);  // backend/async_copy.cpp
+
 namespace {
 
 c10::Device tpu_device_of(std::optional<c10::Device> device) {
@@ -94,12 +102,12 @@ const at::Tensor& tpu_resize_(const at::Tensor& self, c10::IntArrayRef size,
 at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: both tensors must be defined");
   if (self.numel() == 0) return self;
+  at::assert_no_internal_overlap(self);
+  if (non_blocking && copy_non_blocking(self, src)) return self;  // pinned host memory <-> tpu (async_copy.cpp)
   bool dst_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == c10::DeviceType::PrivateUse1;
   if (dst_tpu && src_tpu && self.device() == src.device()) {
-    TensorProgram p(self.device().index());
-    p.write(self, p.read(src));
-    p.run();
+    with_program(self.device().index(), [&](TensorProgram& p) { p.write(self, p.read(src)); });
     return self;
   }
   if (dst_tpu && src_tpu) {  // between tpu devices: through the host
@@ -136,12 +144,27 @@ at::Scalar tpu_local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(copy_device_to_host(self));
 }
 
+// As on the CPU: an omitted stride means contiguous, the storage grows when the view reaches past its end.
 at::Tensor& tpu_set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
                             c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, source, offset, size, stride, /*check_offset_in_bounds=*/false);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_storage_keep_dtype(std::move(source));
+  int64_t itemsize = static_cast<int64_t>(self.element_size());
+  bool contiguous = stride.empty() && !size.empty();
+  size_t needed = contiguous ? at::detail::computeStorageNbytesContiguous(size, itemsize, offset)
+                             : at::detail::computeStorageNbytes(size, stride, itemsize, offset);
+  if (needed > self.storage().nbytes() && c10::multiply_integers(size) > 0) {
+    TORCH_CHECK(self.storage().resizable(), "setStorage: sizes ", size, ", strides ", stride, ", storage offset ",
+                offset, " need ", needed, " bytes, more than the ", self.storage().nbytes(),
+                " bytes of a storage that is not resizable");
+    resize_storage_bytes(self.storage(), needed);
+  }
   impl->set_storage_offset(offset);
-  impl->set_sizes_and_strides(size, stride);
+  if (contiguous) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    impl->set_sizes_and_strides(size, stride);
+  }
   return self;
 }
 
@@ -152,6 +175,21 @@ at::Tensor& tpu_set_source_storage(at::Tensor& self, c10::Storage source) {
 
 at::Tensor& tpu_set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   return tpu_set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+}
+
+// nn.Module._apply and Tensor.data assignment keep the Parameter object (and so tied weights and optimizers built
+// before .to("tpu")) only when this says the CPU and tpu tensor types may be swapped under one TensorImpl, as CPU
+// and CUDA may. tpu tensors are plain TensorImpls, so they may.
+bool tpu_has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided &&
+           (t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1) &&
+           !t.is_quantized() && !t.unsafeGetTensorImpl()->is_python_dispatch();
+  };
+  if (!dense(self) || !dense(from)) {
+    return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+  }
+  return true;
 }
 
 bool schema_exists(const std::string& name) {
@@ -169,6 +207,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  // Views, never copies: a fallback would return a copy that later writes to either side do not reach.
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
   m.impl("resize_", TORCH_FN(tpu_resize_));
   m.impl("copy_", TORCH_FN(tpu_copy_));
   m.impl("_copy_from", TORCH_FN(tpu_copy_from));
@@ -177,6 +219,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(tpu_set_source_storage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(tpu_set_storage));
   m.impl("set_.source_Tensor", TORCH_FN(tpu_set_source_tensor));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(tpu_has_compatible_shallow_copy_type));
   for (const auto& row : lowering_table()) {
     for (const auto& name : row.names) {
       if (schema_exists(name)) m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_lowered>());

@@ -1,7 +1,7 @@
 #include "backend/lowered_op.h"
 
 #include <ATen/ATen.h>
-#include <ATen/native/CPUFallback.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/TypeProperties.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "backend/generator.h"
+#include "exec/graph.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 
@@ -21,8 +22,6 @@ std::mutex g_counts_mu;
 std::map<std::string, int64_t> g_fallbacks;
 std::map<std::string, int64_t> g_lowered;
 std::map<std::string, int64_t> g_host_ops;
-std::set<std::string> g_warned;
-std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::kWarn)};
 
 void count(std::map<std::string, int64_t>& m, const std::string& name) {
   std::lock_guard<std::mutex> lock(g_counts_mu);
@@ -142,6 +141,7 @@ void append_key(std::string& key, const c10::IValue& v) {
 
 std::mutex g_meta_mu;
 std::unordered_map<std::string, std::vector<OutType>> g_meta_cache;
+constexpr size_t kMetaCacheLimit = 8192;
 
 // Index of the first tpu tensor's device among [begin, end), or -1.
 template <class It>
@@ -208,16 +208,13 @@ class OpProgram final : public OpContext {
   Value runtime_scalar(const c10::Scalar& value, ElementType dtype) override {
     return program_.host_scalar(value, dtype);
   }
-  void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message,
-                         std::optional<int64_t> ignore) override {
-    at::Tensor idx = args_.at(i).toTensor();
-    if (idx.numel() == 0) return;
-    if (ignore) idx = idx.masked_fill(idx == *ignore, lo);
-    // Runs as small tpu programs of its own, then reads two scalars: a counted host sync.
-    int64_t smallest = idx.min().item<int64_t>();
-    int64_t largest = idx.max().item<int64_t>();
-    TORCH_CHECK_INDEX(smallest >= lo && largest < hi, message);
+  Value runtime_vector(const std::vector<c10::Scalar>& values, ElementType dtype) override {
+    return program_.host_vector(values, dtype);
   }
+  void check(const Value& bad, const std::string& message, bool index_error, std::optional<Value> culprit) override {
+    program_.add_check(bad, message, index_error, culprit);
+  }
+  void update_arg(size_t i, const Value& value) override { program_.write(args_.at(i).toTensor(), value); }
 
  private:
   TensorProgram& program_;
@@ -233,7 +230,7 @@ std::string op_label(const c10::OperatorHandle& op) {
 
 }  // namespace
 
-void set_fallback_policy(FallbackPolicy policy) { g_policy = static_cast<int>(policy); }
+void count_fallback(const c10::OperatorHandle& op) { count(g_fallbacks, op_label(op)); }
 
 std::map<std::string, int64_t> fallback_counts() {
   std::lock_guard<std::mutex> lock(g_counts_mu);
@@ -271,7 +268,20 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Output shapes and dtypes (and PyTorch's own argument errors) come from the meta kernels.
   std::string key = name;
-  for (const auto& a : args) append_key(key, a);
+  // A Scalar argument (a number the program takes at run time) contributes its kind, not its value, so changing
+  // learning rates or step sizes reuse the entry; except where a Scalar sets the result's shape (arange, linspace).
+  bool shape_from_scalars = name.find("arange") != std::string::npos || name.find("linspace") != std::string::npos;
+  for (size_t i = 0; i < n; ++i) {
+    const c10::TypePtr& type = schema.arguments()[i].type();
+    bool number = type->kind() == c10::TypeKind::NumberType ||
+                  (type->kind() == c10::TypeKind::OptionalType &&
+                   type->containedType(0)->kind() == c10::TypeKind::NumberType);
+    if (number && !shape_from_scalars && (args[i].isDouble() || args[i].isInt() || args[i].isBool())) {
+      key += args[i].isDouble() ? "Nd;" : args[i].isInt() ? "Ni;" : "Nb;";
+    } else {
+      append_key(key, args[i]);
+    }
+  }
   std::vector<OutType> outs;
   bool cached = false;
   {
@@ -288,11 +298,15 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     try {
       op.callBoxed(&meta_stack);
     } catch (const c10::NotImplementedError&) {
-      run_fallback(op, stack);  // no meta kernel: output types unknown here
-      return;
+      // No meta kernel: the output types are unknown here, unless the op only writes its arguments.
+      if (!schema.returns().empty()) {
+        run_fallback(op, stack);
+        return;
+      }
     }
     outs = out_types_of(meta_stack);
     std::lock_guard<std::mutex> lock(g_meta_mu);
+    if (g_meta_cache.size() >= kMetaCacheLimit) g_meta_cache.clear();  // bounded, whatever the workload
     g_meta_cache.emplace(key, outs);
   }
 
@@ -304,36 +318,49 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for_each_tensor(args[i], [&](const at::Tensor& t) { targets.push_back(t); });
     }
   }
+  // Ops that return nothing (in-place _foreach_ ops, fused optimizers) produce their written arguments' new values.
+  if (schema.returns().empty()) {
+    outs.clear();
+    for (const at::Tensor& t : targets) {
+      OutType o;
+      o.defined = true;
+      o.dtype = t.scalar_type();
+      o.sizes = t.sizes().vec();
+      outs.push_back(std::move(o));
+    }
+  }
   for (size_t i = 0; i < targets.size() && i < outs.size(); ++i) {
     if (outs[i].defined && targets[i].sizes() != c10::IntArrayRef(outs[i].sizes)) targets[i].resize_(outs[i].sizes);
+    // As on the CPU: a write through a tensor whose elements share memory (an expand) has no defined result.
+    at::assert_no_internal_overlap(targets[i]);
   }
 
-  TensorProgram program(device);
-  std::string short_name = name.substr(name.rfind(':') + 1);
-  OpProgram ctx(program, short_name, args, outs);
-  std::vector<Value> results = row->rule(ctx);
-  TORCH_INTERNAL_ASSERT(results.size() == outs.size(), name, ": rule returned ", results.size(), " values for ",
-                        outs.size(), " outputs");
   std::vector<at::Tensor> outputs;
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!outs[i].defined) {
-      outputs.emplace_back();
-      continue;
+  std::string short_name = name.substr(name.rfind(':') + 1);
+  with_program(device, [&](TensorProgram& program) {
+    OpProgram ctx(program, short_name, args, outs);
+    std::vector<Value> results = row->rule(ctx);
+    TORCH_INTERNAL_ASSERT(results.size() == outs.size(), name, ": rule returned ", results.size(), " values for ",
+                          outs.size(), " outputs");
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!outs[i].defined) {
+        outputs.emplace_back();
+        continue;
+      }
+      Value v = results[i];
+      if (v.type.dims != outs[i].sizes) {
+        TORCH_INTERNAL_ASSERT(v.type.numel() == outs[i].numel(), name, ": rule produced ", v.type.str(),
+                              " but PyTorch expects ", c10::IntArrayRef(outs[i].sizes));
+        v = ctx.b.reshape(v, outs[i].sizes);
+      }
+      if (!targets.empty()) {
+        program.write(targets.at(i), v);
+        outputs.push_back(targets[i]);
+      } else {
+        outputs.push_back(program.output(v, outs[i].dtype));
+      }
     }
-    Value v = results[i];
-    if (v.type.dims != outs[i].sizes) {
-      TORCH_INTERNAL_ASSERT(v.type.numel() == outs[i].numel(), name, ": rule produced ", v.type.str(),
-                            " but PyTorch expects ", c10::IntArrayRef(outs[i].sizes));
-      v = ctx.b.reshape(v, outs[i].sizes);
-    }
-    if (!targets.empty()) {
-      program.write(targets.at(i), v);
-      outputs.push_back(targets[i]);
-    } else {
-      outputs.push_back(program.output(v, outs[i].dtype));
-    }
-  }
-  program.run();
+  });
   count(g_lowered, name);
 
   torch::jit::drop(*stack, n);
@@ -346,44 +373,6 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     (void)ret;
     torch::jit::push(*stack, outputs.at(k++));
   }
-}
-
-void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::string name = op_label(op);
-  auto policy = static_cast<FallbackPolicy>(g_policy.load());
-  TORCH_CHECK_NOT_IMPLEMENTED(policy != FallbackPolicy::kError, "The operator '", name,
-                              "' has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running it on the CPU.");
-  count(g_fallbacks, name);
-  if (policy == FallbackPolicy::kWarn) {
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(g_counts_mu);
-      first = g_warned.insert(name).second;
-    }
-    if (first) {
-      TORCH_WARN("The operator '", name,
-                 "' has no tpu lowering yet and runs on the CPU (copying its tensors); set TORCH_TPU_FALLBACK=silent "
-                 "to hide this warning or =error to forbid it.");
-    }
-  }
-  run_on_host(op, stack);
-}
-
-void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  // Random ops draw from the tpu generator's host engine, so torch.manual_seed / tpu RNG state govern them.
-  const auto& arguments = op.schema().arguments();
-  size_t n = arguments.size();
-  int device = first_tpu_device(stack->end() - n, stack->end());
-  for (size_t i = 0; i < n; ++i) {
-    c10::IValue& v = (*stack)[stack->size() - n + i];
-    bool is_generator = arguments[i].type()->kind() == c10::TypeKind::GeneratorType ||
-                        (arguments[i].type()->kind() == c10::TypeKind::OptionalType &&
-                         arguments[i].type()->containedType(0)->kind() == c10::TypeKind::GeneratorType);
-    if (!is_generator) continue;
-    std::optional<at::Generator> gen = v.isNone() ? std::nullopt : std::optional<at::Generator>(v.toGenerator());
-    v = host_generator_for(gen, static_cast<c10::DeviceIndex>(std::max(device, 0)));
-  }
-  at::native::cpu_fallback(op, stack);
 }
 
 }  // namespace torch_tpu

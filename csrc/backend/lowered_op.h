@@ -19,6 +19,7 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 void count_host_op(const c10::OperatorHandle& op);
+void count_fallback(const c10::OperatorHandle& op);
 std::map<std::string, int64_t> host_op_counts();
 
 enum class FallbackPolicy { kError = 0, kWarn = 1, kSilent = 2 };

@@ -34,9 +34,7 @@ void for_all(c10::CachingAllocator::StatArray& a, int64_t amount) {
   }
 }
 
-void account(int device, int64_t nbytes, bool alloc) {
-  auto& c = counters()[device];
-  std::lock_guard<std::mutex> lock(c.mu);
+void book(DeviceCounters& c, int64_t nbytes, bool alloc) {
   int64_t sign = alloc ? 1 : -1;
   for_all(c.stats.allocated_bytes, sign * nbytes);
   for_all(c.stats.active_bytes, sign * nbytes);
@@ -52,6 +50,34 @@ void account(int device, int64_t nbytes, bool alloc) {
   }
 }
 
+void account(int device, int64_t nbytes, bool alloc) {
+  auto& c = counters()[device];
+  std::lock_guard<std::mutex> lock(c.mu);
+  book(c, nbytes, alloc);
+}
+
+// Books `nbytes` on `device` if they fit in `capacity` next to what is allocated; otherwise counts an OOM and throws
+// torch.OutOfMemoryError at this allocation (as CUDA's caching allocator does), leaving the statistics unchanged.
+void reserve(int device, int64_t nbytes, int64_t capacity) {
+  auto& c = counters()[device];
+  int64_t in_use = 0;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    in_use = c.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    if (nbytes <= capacity - in_use) {
+      book(c, nbytes, true);
+      return;
+    }
+    c.stats.num_ooms++;
+  }
+  constexpr double kGiB = 1 << 30;
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "TPU out of memory. Tried to allocate ",
+                   static_cast<double>(nbytes) / kGiB, " GiB. tpu:", device, " has a total capacity of ",
+                   static_cast<double>(capacity) / kGiB, " GiB of which ",
+                   static_cast<double>(std::max<int64_t>(capacity - in_use, 0)) / kGiB, " GiB is free. ",
+                   static_cast<double>(in_use) / kGiB, " GiB is allocated by PyTorch.");
+}
+
 // A DataPtr's context: the device contents plus the reserved address range.
 struct Allocation final : DeviceData {
   void* address;
@@ -62,6 +88,7 @@ struct Allocation final : DeviceData {
 
 void delete_allocation(void* ctx) {
   auto* a = static_cast<Allocation*>(static_cast<DeviceData*>(ctx));
+  unregister_device_address(a->address);
   account(a->device(), a->nbytes(), false);
   ::munmap(a->address, a->reserved);
   delete a;
@@ -77,19 +104,17 @@ int64_t TpuAllocator::device_capacity(int device) {
 c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
   int device = current_device();
   check_device_index(device);
-  int64_t capacity = device_capacity(device);
-  if (static_cast<int64_t>(nbytes) > capacity) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "TPU out of memory. Tried to allocate ",
-                     static_cast<double>(nbytes) / (1 << 30), " GiB on tpu:", device, ", which has ",
-                     static_cast<double>(capacity) / (1 << 30), " GiB in total.");
-  }
+  reserve(device, static_cast<int64_t>(nbytes), device_capacity(device));
   // Reserve (never commit) an address range: unique data_ptr()s that fault if anything dereferences them.
   size_t reserved = nbytes == 0 ? 1 : nbytes;
   void* address = ::mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  TORCH_CHECK_WITH(OutOfMemoryError, address != MAP_FAILED, "TPU out of memory: could not reserve ", nbytes,
-                   " bytes of address space on tpu:", device);
+  if (address == MAP_FAILED) {
+    account(device, static_cast<int64_t>(nbytes), false);
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "TPU out of memory: could not reserve ", nbytes,
+                     " bytes of address space on tpu:", device);
+  }
   auto* a = new Allocation(device, static_cast<int64_t>(nbytes), address, reserved);
-  account(device, static_cast<int64_t>(nbytes), true);
+  register_device_address(address, nbytes, a);
   return {address, static_cast<DeviceData*>(a), &delete_allocation,
           c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))};
 }

@@ -61,7 +61,8 @@ bool adopt_as_device_buffer(const at::Tensor& dst, const at::Tensor& host, const
   const BackendState& state = backend_state();
   if (state.client->platform_name() != "cpu" || !on_tpu(dst) || !host.is_cpu() || dst.numel() == 0) return false;
   const int64_t storage_numel = static_cast<int64_t>(dst.storage().nbytes()) / static_cast<int64_t>(dst.element_size());
-  const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() && dst.numel() == storage_numel;
+  const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() && dst.numel() == storage_numel &&
+                     !dst.is_conj() && !dst.is_neg();
   if (!whole || host.scalar_type() != dst.scalar_type() || !host.is_contiguous() || host.numel() != dst.numel() ||
       reinterpret_cast<uintptr_t>(host.data_ptr()) % 64 != 0) {
     return false;
@@ -90,7 +91,8 @@ class Stage {
     if (t.numel() == 0) return host;
     std::shared_ptr<Buffer> buffer = device_data(t.storage()).buffer();
     const int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
-    const bool whole = t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel;
+    const bool whole = t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel && !t.is_conj() &&
+                       !t.is_neg();
     if (buffer && whole && buffer->element_type() == element_type_of(t.scalar_type())) {
       const auto nbytes = static_cast<size_t>(host.nbytes());
       if (!pool_->cpu_zero_copy() || !read_host_visible(*buffer, host.data_ptr(), nbytes)) {

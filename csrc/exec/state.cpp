@@ -4,6 +4,8 @@
 
 #include <mutex>
 
+#include "runtime/pjrt.h"
+
 namespace torch_tpu {
 namespace {
 std::mutex g_mu;
@@ -37,6 +39,7 @@ int device_count() noexcept {
 }
 
 const BackendState& backend_state() {
+  if (in_forked_child()) fail_in_forked_child("tpu");
   // The state is never replaced once set (set_backend_state runs once, at import), so a reference stays valid.
   static thread_local std::shared_ptr<const BackendState> cached;
   if (!cached) cached = load_state();
@@ -50,8 +53,10 @@ const BackendState& backend_state() {
 void check_device_index(int index) {
   int n = device_count();
   if (index < 0 || index >= n) {
+    // PyTorch's wordings (XPU: "device index is out of range", CUDA: "invalid device ordinal"), which code matches.
     fail(ErrorCode::kInvalidArgument, "tpu",
-         "Invalid device index " + std::to_string(index) + ": tpu has " + std::to_string(n) + " device(s)");
+         "Invalid device index " + std::to_string(index) + ": the device index is out of range (invalid device "
+         "ordinal). It must be in [0, " + std::to_string(n) + "), but got " + std::to_string(index) + ".");
   }
 }
 

@@ -1,5 +1,9 @@
 #include "exec/sync.h"
 
+#include "exec/device_data.h"
+#include "exec/graph.h"
+#include "runtime/counters.h"
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -9,40 +13,67 @@ namespace torch_tpu {
 namespace {
 std::atomic<int> g_mode{static_cast<int>(EagerMode::kDebug)};
 std::mutex g_mu;
-std::map<int, std::vector<Event>>& pending() {
-  static std::map<int, std::vector<Event>> p;
+struct Pending {
+  Event event;
+  std::shared_ptr<void> keep_alive;
+};
+std::map<int, std::vector<Pending>>& pending() {
+  static std::map<int, std::vector<Pending>> p;
   return p;
 }
 
-std::vector<Event> take(int device) {
+std::vector<Pending> take(int device) {
   std::lock_guard<std::mutex> lock(g_mu);
-  std::vector<Event> out = std::move(pending()[device]);
+  std::vector<Pending> out = std::move(pending()[device]);
   pending()[device].clear();
   return out;
 }
 }  // namespace
 
-void set_eager_mode(EagerMode mode) { g_mode = static_cast<int>(mode); }
+std::mutex g_sync_mu;
+std::map<std::string, int64_t> g_sync_reasons;
+
+void note_host_sync(const char* reason) {
+  runtime_counters().host_syncs++;
+  std::lock_guard<std::mutex> lock(g_sync_mu);
+  g_sync_reasons[reason]++;
+}
+
+std::map<std::string, int64_t> host_sync_counts() {
+  std::lock_guard<std::mutex> lock(g_sync_mu);
+  return g_sync_reasons;
+}
+
+void reset_host_sync_counts() {
+  std::lock_guard<std::mutex> lock(g_sync_mu);
+  g_sync_reasons.clear();
+}
+
+void set_eager_mode(EagerMode mode) {
+  flush_all_devices();  // a mode switch never strands recorded ops
+  g_mode = static_cast<int>(mode);
+}
 EagerMode eager_mode() { return static_cast<EagerMode>(g_mode.load()); }
 
-void track_pending(int device, Event event) {
+void track_pending(int device, Event event, std::shared_ptr<void> keep_alive) {
   if (!event.valid()) return;
   std::lock_guard<std::mutex> lock(g_mu);
   auto& list = pending()[device];
   // Drop what already finished so the list stays short in long asynchronous runs.
   if (list.size() >= 64) {
-    std::vector<Event> still;
-    for (auto& e : list) {
-      if (!e.is_ready()) still.push_back(std::move(e));
+    std::vector<Pending> still;
+    for (auto& p : list) {
+      if (!p.event.is_ready()) still.push_back(std::move(p));
     }
     list = std::move(still);
   }
-  list.push_back(std::move(event));
+  list.push_back(Pending{std::move(event), std::move(keep_alive)});
 }
 
 void synchronize_device(int device) {
-  std::vector<Event> events = take(device);
-  for (const auto& e : events) e.await();
+  flush_device(device);
+  std::vector<Pending> events = take(device);
+  for (const auto& p : events) p.event.await();
 }
 
 void synchronize_all() {
@@ -56,8 +87,8 @@ void synchronize_all() {
 
 bool device_idle(int device) {
   std::lock_guard<std::mutex> lock(g_mu);
-  for (const auto& e : pending()[device]) {
-    if (!e.is_ready()) return false;
+  for (const auto& p : pending()[device]) {
+    if (!p.event.is_ready()) return false;
   }
   return true;
 }

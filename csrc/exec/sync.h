@@ -2,20 +2,33 @@
 // here, and sync points (synchronize(), host reads, events) wait for them and surface their errors.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <string>
+#include <memory>
+
 #include "runtime/event.h"
 
 namespace torch_tpu {
 
 // Debug: every execution completes before its op returns. Strict: executions are enqueued and the host waits only
 // at sync points (host reads, synchronize(), events).
-enum class EagerMode { kDebug = 0, kStrict = 1 };
+// Fused: ops append to the device's open graph, which runs at host reads, synchronize(), a node limit, or when a
+// program of its own needs one of its storages (exec/graph.h).
+enum class EagerMode { kDebug = 0, kStrict = 1, kFused = 2 };
 void set_eager_mode(EagerMode mode);
 EagerMode eager_mode();
 
-void track_pending(int device, Event event);
+// `keep_alive` (e.g. the host memory of an asynchronous copy) is released once the event is known to have fired.
+void track_pending(int device, Event event, std::shared_ptr<void> keep_alive = nullptr);
 // Waits for everything in flight on `device`; rethrows the first error (naming the op that caused it).
 void synchronize_device(int device);
 void synchronize_all();
 bool device_idle(int device);
+
+// Counts a host wait for device values under `reason` (metrics()["host_syncs_by_reason"]).
+void note_host_sync(const char* reason);
+std::map<std::string, int64_t> host_sync_counts();
+void reset_host_sync_counts();
 
 }  // namespace torch_tpu

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "exec/state.h"
 #include "exec/sync.h"
 #include "lowering/op_context.h"
@@ -18,6 +20,19 @@ ViewSpec view_of(const at::Tensor& t) {
 
 TensorType type_of(const at::Tensor& t) { return TensorType{element_type_of(t.scalar_type()), t.sizes().vec()}; }
 
+// A tensor's conj and neg bits are part of its value: elements read through such a view are the stored ones
+// conjugated / negated, and a write stores the inverse. Both maps are involutions, so one function serves both.
+Value apply_bits(HloBuilder& b, const at::Tensor& t, Value v) {
+  if (t.is_conj() && is_complex(v.type.dtype)) {
+    TensorType part{v.type.dtype == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, v.type.dims};
+    Value re = b.op1("stablehlo.real", {v}, part);
+    Value im = b.unary("stablehlo.negate", b.op1("stablehlo.imag", {v}, part));
+    v = b.op1("stablehlo.complex", {re, im}, v.type);
+  }
+  if (t.is_neg()) v = b.unary("stablehlo.negate", v);
+  return v;
+}
+
 }  // namespace
 
 TensorProgram::StorageSlot& TensorProgram::slot(const at::Tensor& t) {
@@ -25,14 +40,39 @@ TensorProgram::StorageSlot& TensorProgram::slot(const at::Tensor& t) {
   TORCH_CHECK(t.device().index() == device_,
               "Expected all tensors to be on the same device, but found at least two devices, tpu:", device_,
               " and ", t.device(), "!");
-  const void* key = t.storage().unsafeGetStorageImpl();
-  auto it = slots_.find(key);
+  DeviceData* data = &device_data(t.storage());
+  auto it = slots_.find(data);
   if (it != slots_.end()) return it->second;
   StorageSlot s;
-  s.data = &device_data(t.storage());
+  s.data = data;
   s.nbytes = static_cast<int64_t>(t.storage().nbytes());
-  slot_order_.push_back(key);
-  return slots_.emplace(key, std::move(s)).first->second;
+  if (open_graph_) data->set_membership(DeviceData::kRead);
+  slot_order_.push_back(data);
+  return slots_.emplace(data, std::move(s)).first->second;
+}
+
+TensorProgram::~TensorProgram() { release_storages(); }
+
+void TensorProgram::release_storages() {
+  if (!open_graph_) return;
+  for (auto& kv : slots_) kv.second.data->set_membership(DeviceData::kNone);
+}
+
+void TensorProgram::forget(const void* data) {
+  slots_.erase(data);
+  slot_order_.erase(std::remove(slot_order_.begin(), slot_order_.end(), data), slot_order_.end());
+}
+
+void TensorProgram::add_check(const Value& bad, const std::string& message, bool index_error,
+                              std::optional<Value> culprit) {
+  Value any = bad;
+  if (bad.type.rank() > 0) {
+    std::vector<int64_t> all(static_cast<size_t>(bad.type.rank()));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    any = b_.reduce(bad, b_.constant(0, ElementType::kPred), all, "stablehlo.or");
+  }
+  if (culprit) culprit = b_.convert(*culprit, ElementType::kS64);
+  checks_.push_back(Check{any, message, index_error, culprit});
 }
 
 Value TensorProgram::storage_value(StorageSlot& s, ElementType dtype) {
@@ -41,7 +81,8 @@ Value TensorProgram::storage_value(StorageSlot& s, ElementType dtype) {
               itemsize, " bytes");
   int64_t numel = s.nbytes / itemsize;
   if (!s.has_value) {
-    s.buffer = s.data->buffer();
+    // An open graph never waits on itself; a program of its own runs the open graph first if it writes this storage.
+    s.buffer = open_graph_ ? s.data->raw_buffer() : s.data->buffer();
     if (s.buffer) {
       Value raw = b_.arg(TensorType{s.buffer->element_type(), {s.buffer->element_count()}});
       s.arg_index = static_cast<int>(args_.size());
@@ -79,6 +120,15 @@ Value TensorProgram::host_scalar(const c10::Scalar& value, ElementType dtype) {
   return b_.convert(external(std::move(buffer)), dtype);
 }
 
+Value TensorProgram::host_vector(const std::vector<c10::Scalar>& values, ElementType dtype) {
+  const BackendState& state = backend_state();
+  std::vector<double> host;
+  for (const c10::Scalar& v : values) host.push_back(v.toDouble());
+  int64_t n = static_cast<int64_t>(host.size());
+  auto buffer = state.client->buffer_from_host(host.data(), ElementType::kF64, {n}, {}, state.pjrt_index.at(device_));
+  return b_.convert(external(std::move(buffer)), dtype);
+}
+
 Value TensorProgram::read(const at::Tensor& t) {
   if (t.device().is_cpu()) {
     TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
@@ -88,12 +138,12 @@ Value TensorProgram::read(const at::Tensor& t) {
   }
   ElementType dtype = element_type_of(t.scalar_type());
   StorageSlot& s = slot(t);
-  return read_view(b_, storage_value(s, dtype), view_of(t));
+  return apply_bits(b_, t, read_view(b_, storage_value(s, dtype), view_of(t)));
 }
 
 void TensorProgram::write(const at::Tensor& target, const Value& value) {
   TensorType type = type_of(target);
-  Value v = b_.broadcast_to(b_.convert(value, type.dtype), type.dims);
+  Value v = apply_bits(b_, target, b_.broadcast_to(b_.convert(value, type.dtype), type.dims));
   StorageSlot& s = slot(target);
   int64_t numel = s.nbytes / element_size(type.dtype);
   ViewSpec view = view_of(target);
@@ -102,6 +152,7 @@ void TensorProgram::write(const at::Tensor& target, const Value& value) {
   s.value = whole ? b_.reshape(v, {numel}) : write_view(b_, base, v, view);
   s.has_value = true;
   s.written = true;
+  if (open_graph_) s.data->set_membership(DeviceData::kWritten);
 }
 
 at::Tensor TensorProgram::output(const Value& value, at::ScalarType dtype) {
@@ -112,35 +163,74 @@ at::Tensor TensorProgram::output(const Value& value, at::ScalarType dtype) {
   return t;
 }
 
+std::shared_mutex& donation_mutex() {
+  static std::shared_mutex mu;
+  return mu;
+}
+
 void TensorProgram::run() {
-  std::vector<Value> results;
   std::vector<StorageSlot*> targets;
+  bool may_donate = false;
   for (const void* key : slot_order_) {
     StorageSlot& s = slots_.at(key);
     if (!s.written) continue;
+    // A program of its own that overwrites a storage the open graph refers to runs that graph first.
+    if (!open_graph_ && s.data->membership() != DeviceData::kNone) flush_device(device_);
+    targets.push_back(&s);
+    may_donate = may_donate || s.arg_index >= 0;
+  }
+  if (targets.empty() && checks_.empty()) {
+    release_storages();
+    return;
+  }
+  // Deciding to donate and swapping in the new buffers happen under the donation lock (see device_data.h).
+  std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);
+  if (may_donate) donating.lock();
+  std::vector<Value> results;
+  for (StorageSlot* s : targets) {
     // Donate the old contents to the new when only this program still holds them (the storage, the slot and the
     // argument list): an in-place update then reuses the buffer instead of copying the storage.
-    bool same_type = s.buffer && s.buffer->element_type() == s.value.type.dtype &&
-                     s.buffer->dims() == s.value.type.dims;
-    if (s.arg_index >= 0 && same_type && s.buffer.use_count() == 3) {
-      b_.set_alias(static_cast<size_t>(s.arg_index), static_cast<int>(results.size()));
+    bool same_type = s->buffer && s->buffer->element_type() == s->value.type.dtype &&
+                     s->buffer->dims() == s->value.type.dims;
+    if (s->arg_index >= 0 && same_type && s->buffer.use_count() == 3) {
+      b_.set_alias(static_cast<size_t>(s->arg_index), static_cast<int>(results.size()));
       runtime_counters().donations++;
     }
-    results.push_back(s.value);
-    targets.push_back(&s);
+    results.push_back(s->value);
   }
-  if (results.empty()) return;
+  for (const auto& check : checks_) {
+    results.push_back(check.bad);
+    results.push_back(check.culprit ? *check.culprit : b_.constant(0, ElementType::kS64));
+  }
   const BackendState& state = backend_state();
   std::string text = b_.build(results);
   std::shared_ptr<Executable> exe = state.cache->get_or_compile(text);
   std::vector<Buffer*> raw_args;
   for (const auto& a : args_) raw_args.push_back(a.get());
   ExecuteResult r = exe->execute(raw_args, pjrt_device(device_));
-  for (size_t i = 0; i < targets.size(); ++i) targets[i]->data->set_buffer(r.outputs[i]);
-  if (eager_mode() == EagerMode::kDebug) {
-    r.done.await();  // errors surface at the op that caused them
+  runtime_counters().graphs_run++;
+  for (size_t i = 0; i < targets.size(); ++i) targets[i]->data->raw_set_buffer(r.outputs[i]);
+  if (donating.owns_lock()) donating.unlock();
+  release_storages();
+  if (eager_mode() == EagerMode::kDebug || !checks_.empty()) {
+    r.done.await();  // errors surface at the op (debug) or graph (checks) that caused them
   } else {
     track_pending(device_, std::move(r.done));  // host reads wait on the buffers themselves
+  }
+  for (size_t i = 0; i < checks_.size(); ++i) {
+    bool bad = false;
+    r.outputs[targets.size() + 2 * i]->to_host(&bad, sizeof(bad));
+    note_host_sync("device_check");
+    if (!bad) continue;
+    std::string message = checks_[i].message;
+    size_t at = message.find("{value}");
+    if (at != std::string::npos) {
+      int64_t culprit = 0;
+      r.outputs[targets.size() + 2 * i + 1]->to_host(&culprit, sizeof(culprit));
+      message.replace(at, 7, std::to_string(culprit));
+    }
+    if (checks_[i].index_error) TORCH_CHECK_INDEX(false, message);
+    TORCH_CHECK(false, message);
   }
 }
 
@@ -152,7 +242,8 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& target) {
   DeviceData& data = device_data(target.storage());
   int64_t storage_numel = static_cast<int64_t>(target.storage().nbytes()) / element_size(dtype);
   auto buffer = state.client->buffer_from_host(src.data_ptr(), dtype, {src.numel()}, {}, state.pjrt_index[device]);
-  bool whole = target.storage_offset() == 0 && target.is_contiguous() && target.numel() == storage_numel;
+  bool whole = target.storage_offset() == 0 && target.is_contiguous() && target.numel() == storage_numel &&
+               !target.is_conj() && !target.is_neg();
   if (whole) {
     data.set_buffer(std::move(buffer));
     return;
@@ -171,7 +262,8 @@ at::Tensor copy_device_to_host(const at::Tensor& src) {
   std::shared_ptr<Buffer> buffer = data.buffer();
   ElementType dtype = element_type_of(src.scalar_type());
   int64_t storage_numel = static_cast<int64_t>(src.storage().nbytes()) / element_size(dtype);
-  bool whole = src.storage_offset() == 0 && src.is_contiguous() && src.numel() == storage_numel;
+  bool whole = src.storage_offset() == 0 && src.is_contiguous() && src.numel() == storage_numel &&
+               !src.is_conj() && !src.is_neg();
   if (!buffer) {
     out.zero_();
     return out;
@@ -183,6 +275,7 @@ at::Tensor copy_device_to_host(const at::Tensor& src) {
     p.run();
     buffer = device_data(dense.storage()).buffer();
   }
+  note_host_sync("to_cpu");
   buffer->to_host(out.data_ptr(), static_cast<size_t>(out.nbytes()));
   return out;
 }

@@ -5,6 +5,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <optional>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -15,7 +17,12 @@ namespace torch_tpu {
 
 class TensorProgram {
  public:
-  explicit TensorProgram(int device) : device_(device) {}
+  // `open_graph`: the device's open graph in fused mode (exec/graph.h), whose storages are marked pending until it
+  // runs; otherwise a program that runs at once.
+  explicit TensorProgram(int device, bool open_graph = false) : device_(device), open_graph_(open_graph) {}
+  ~TensorProgram();
+  TensorProgram(const TensorProgram&) = delete;
+  TensorProgram& operator=(const TensorProgram&) = delete;
 
   HloBuilder& builder() { return b_; }
   int device() const { return device_; }
@@ -26,13 +33,25 @@ class TensorProgram {
   Value external(std::shared_ptr<Buffer> buffer);
   // A 0-d program argument holding `value` (uploaded now), converted to `dtype`.
   Value host_scalar(const c10::Scalar& value, ElementType dtype);
+  // A 1-D program argument holding `values` (one upload), converted to `dtype`.
+  Value host_vector(const std::vector<c10::Scalar>& values, ElementType dtype);
   // Replaces the elements of tpu tensor `target` with `value` (converted to its dtype, broadcast to its shape).
   void write(const at::Tensor& target, const Value& value);
   // A new contiguous tpu tensor holding `value` (converted to `dtype`).
   at::Tensor output(const Value& value, at::ScalarType dtype);
 
+  // Raises IndexError (or RuntimeError) with `message` after the program ran if the predicate `bad` holds anywhere;
+  // "{value}" in the message becomes the 0-d integer `culprit`. Checks run on the device and are read when the
+  // program completes (no extra host sync inside a graph).
+  void add_check(const Value& bad, const std::string& message, bool index_error = true,
+                 std::optional<Value> culprit = std::nullopt);
+
   // Compiles (through the cache) and executes; afterwards every written/created storage holds its new buffer.
   void run();
+
+  // A storage of this (open) program died: it is no longer read or written here.
+  void forget(const void* data);
+  bool empty() const { return slots_.empty() && checks_.empty(); }
 
  private:
   struct StorageSlot {
@@ -48,10 +67,20 @@ class TensorProgram {
   StorageSlot& slot(const at::Tensor& t);
   Value storage_value(StorageSlot& s, ElementType dtype);
 
+  void release_storages();
+
   int device_;
+  bool open_graph_;
   HloBuilder b_;
+  struct Check {
+    Value bad;
+    std::string message;
+    bool index_error;
+    std::optional<Value> culprit;
+  };
+  std::vector<Check> checks_;
   std::vector<std::shared_ptr<Buffer>> args_;
-  std::map<const void*, StorageSlot> slots_;  // keyed by StorageImpl
+  std::map<const void*, StorageSlot> slots_;  // keyed by DeviceData
   std::vector<const void*> slot_order_;
 };
 

@@ -4,6 +4,7 @@
 // Convolutions are served at `convolution` (and `_convolution`) / `convolution_backward`, which have meta kernels;
 // the `*_overrideable` forms PyTorch reaches through `_convolution`'s default kernel have none (their Meta kernel
 // raises, so they would fall back), and their rows only serve direct calls once a meta kernel exists.
+#include <cmath>
 #include <string>
 
 #include "lowering/op_context.h"
@@ -171,7 +172,16 @@ LoweringRule convolution_backward_rule(size_t shift) {
     std::vector<bool> mask = c.arg(10 - shift).toBoolList().vec();
     // Unrequested gradients are undefined outputs (no meta type); their slots hold a placeholder the kernel drops.
     V out(3, c.b.constant(0, g.type.dtype));
-    if (mask[0]) out[0] = transposed ? conv_forward(c.b, g, w, p) : conv_adjoint(c.b, g, w, p, x.type.dims);
+    if (mask[0]) {
+      if (transposed) {
+        // output_padding may reach past the stride (it only has to stay below stride or dilation): the plain
+        // convolution then yields extra trailing positions that no input element produced.
+        Value gx = conv_forward(c.b, g, w, p);
+        out[0] = gx.type.dims == x.type.dims ? gx : c.b.slice(gx, Ints(x.type.dims.size(), 0), x.type.dims);
+      } else {
+        out[0] = conv_adjoint(c.b, g, w, p, x.type.dims);
+      }
+    }
     if (mask[1]) {
       // A transposed convolution is the adjoint of a plain one mapping its output to its input.
       out[1] = transposed ? conv_weight_grad(c.b, g, x, p, w.type.dims) : conv_weight_grad(c.b, x, g, p, w.type.dims);
@@ -296,7 +306,13 @@ LoweringRule max_pool_rule(size_t nd) {
         gt = r.binary("stablehlo.or", gt, r.binary("stablehlo.and", an, b_num));
         eq = r.binary("stablehlo.or", eq, r.binary("stablehlo.and", an, bn));
       }
+      // Ties go to the first position, except between NaNs: PyTorch's loop takes every NaN it meets, so the last.
       Value first = r.compare(CompareDirection::kLt, a[1], a[3]);
+      if (is_floating(t)) {
+        Value both_nan = r.binary("stablehlo.and", r.compare(CompareDirection::kNe, a[0], a[0]),
+                                  r.compare(CompareDirection::kNe, a[2], a[2]));
+        first = r.select(both_nan, r.compare(CompareDirection::kGt, a[1], a[3]), first);
+      }
       Value take_a = r.binary("stablehlo.or", gt, r.binary("stablehlo.and", eq, first));
       return V{r.select(take_a, a[0], a[2]), r.select(take_a, a[1], a[3])};
     });
@@ -445,8 +461,36 @@ Value adaptive_apply(HloBuilder& b, Value v, const Ints& small, const Ints& larg
 LoweringRule adaptive_avg_rule(size_t nd) {
   return [nd](OpContext& c) -> V {
     TensorType o = c.out(0);
-    Value x = c.b.convert(c.tensor(0), accumulation_type(o.dtype));
-    return {c.b.convert(adaptive_apply(c.b, x, tail(o.dims, nd), tail(x.type.dims, nd), false), o.dtype)};
+    HloBuilder& b = c.b;
+    Value x = b.convert(c.tensor(0), accumulation_type(o.dtype));
+    if (!is_floating(x.type.dtype)) {
+      return {b.convert(adaptive_apply(b, x, tail(o.dims, nd), tail(x.type.dims, nd), false), o.dtype)};
+    }
+    // The averaging matrices would multiply an inf by the zeros outside its windows (giving NaN everywhere):
+    // average the finite part, and count infs and NaNs per window alongside (stacked on dim 0, one pass).
+    auto k = [&](double v) { return b.constant(v, x.type.dtype, x.type.dims); };
+    auto indicator = [&](const Value& p) { return b.select(p, k(1), k(0)); };
+    Value is_nan = b.compare(CompareDirection::kNe, x, x);
+    Value pos = b.compare(CompareDirection::kEq, x, k(INFINITY)), neg = b.compare(CompareDirection::kEq, x, k(-INFINITY));
+    Value finite = b.op1("stablehlo.is_finite", {x}, {ElementType::kPred, x.type.dims});
+    int64_t n = x.type.dims[0];
+    Value stacked = b.concatenate({b.select(finite, x, k(0)), indicator(pos), indicator(neg), indicator(is_nan)}, 0);
+    Value avg = adaptive_apply(b, stacked, tail(o.dims, nd), tail(x.type.dims, nd), false);
+    Ints rdims = avg.type.dims;
+    auto part = [&](int64_t i) {
+      Ints start(rdims.size(), 0), limit = rdims;
+      start[0] = i * n;
+      limit[0] = (i + 1) * n;
+      return b.slice(avg, start, limit);
+    };
+    Value mean = part(0), zero = b.constant(0, mean.type.dtype, mean.type.dims);
+    Value has_pos = b.compare(CompareDirection::kGt, part(1), zero), has_neg = b.compare(CompareDirection::kGt, part(2), zero);
+    Value has_nan = b.binary("stablehlo.or", b.compare(CompareDirection::kGt, part(3), zero),
+                             b.binary("stablehlo.and", has_pos, has_neg));
+    auto full_of = [&](double v) { return b.constant(v, mean.type.dtype, mean.type.dims); };
+    Value r = b.select(has_pos, full_of(INFINITY), b.select(has_neg, full_of(-INFINITY), mean));
+    r = b.select(has_nan, full_of(NAN), r);
+    return {b.convert(r, o.dtype)};
   };
 }
 

@@ -33,15 +33,12 @@ std::string field(const char* name, const Dims& v) { return v.empty() ? "" : std
 
 // The range check for indices that do not travel as a plain tensor argument (Tensor?[] lists) or whose error
 // must be a RuntimeError (gather/scatter/index_add on the CPU raise those). Two host syncs.
-void check_points(const at::Tensor& idx, int64_t lo, int64_t hi, int64_t dim, bool index_error) {
-  if (idx.numel() == 0) return;
-  int64_t mn = idx.min().item<int64_t>();
-  int64_t mx = idx.max().item<int64_t>();
-  if (mn >= lo && mx < hi) return;
-  std::string msg = "index " + std::to_string(mx >= hi ? mx : mn) + " is out of bounds for dimension " +
-                    std::to_string(dim) + " with size " + std::to_string(hi);
-  if (index_error) TORCH_CHECK_INDEX(false, msg);
-  TORCH_CHECK(false, msg);
+// Index values must lie in [lo, hi) along `dim`, checked on the device (see OpContext::check).
+void check_points(OpContext& c, const Value& idx, int64_t lo, int64_t hi, int64_t dim, bool index_error) {
+  c.check_range(idx, lo, hi,
+                "index {value} is out of bounds for dimension " + std::to_string(dim) + " with size " +
+                    std::to_string(hi),
+                std::nullopt, index_error);
 }
 
 // Where the kept (non-indexed) operand dims land in the result of indexing `rank` dims at `pos` with `batch_rank`
@@ -177,7 +174,7 @@ V index_select_rule(OpContext& c) {  // index_select(self, dim, index)
 V gather_rule(OpContext& c) {  // gather(self, dim, index, sparse_grad)
   Value self = as_rank1(c.b, c.tensor(0));
   int64_t r = self.type.rank(), d = c.dim(1, r);
-  check_points(c.arg(2).toTensor(), 0, self.type.dims[d], d, false);
+  check_points(c, c.tensor(2), 0, self.type.dims[d], d, false);
   if (c.out(0).numel() == 0) return {zeros(c.b, c.out(0))};
   Value index = c.tensor(2);
   if (index.type.rank() == 0) index = c.b.reshape(index, Dims(r, 1));
@@ -199,7 +196,7 @@ DimScatter dim_scatter_operands(OpContext& c) {
   o.s = as_rank1(c.b, o.self);
   o.r = o.s.type.rank();
   o.d = c.dim(1, o.r);
-  check_points(c.arg(2).toTensor(), 0, o.s.type.dims[o.d], o.d, false);
+  check_points(c, c.tensor(2), 0, o.s.type.dims[o.d], o.d, false);
   o.index = c.tensor(2);
   o.empty = o.index.type.numel() == 0;
   if (o.index.type.rank() == 0) o.index = c.b.reshape(o.index, Dims(o.r, 1));
@@ -244,7 +241,7 @@ LoweringRule index_along_rule(Along kind) {
     Value self = c.tensor(0);
     Value s = as_rank1(c.b, self);
     int64_t d = c.dim(1, s.type.rank()), size = s.type.dims[d];
-    check_points(c.arg(2).toTensor(), kind == Along::kFill ? -size : 0, size, d, kind != Along::kAdd);
+    check_points(c, c.tensor(2), kind == Along::kFill ? -size : 0, size, d, kind != Along::kAdd);
     Value index = c.tensor(2);
     if (index.type.numel() == 0) return {self};
     Dims upd_dims = s.type.dims;
@@ -287,6 +284,12 @@ V scatter_reduce_rule(OpContext& c) {
   Value points = full_points(c.b, index, d, r);
   Value base = include_self ? s : scatter_points(c.b, s, all, points, c.b.constant(identity, t, index.type.dims), "");
   Value out = scatter_points(c.b, base, all, points, src, op);
+  if ((mode == "amax" || mode == "amin") && is_floating(t)) {  // XLA's max/min may drop a NaN; PyTorch keeps it
+    Value src_nan = c.b.compare(CompareDirection::kNe, src, src);
+    Value hit_nan = scatter_points(c.b, c.b.constant(0, ElementType::kPred, s.type.dims), all, points, src_nan, "stablehlo.add");
+    hit_nan = c.b.binary("stablehlo.or", hit_nan, c.b.compare(CompareDirection::kNe, base, base));
+    out = c.b.select(hit_nan, c.b.constant(NAN, t, s.type.dims), out);
+  }
   if (mode == "mean") {
     Value count = scatter_points(c.b, c.b.constant(include_self ? 1 : 0, t, s.type.dims), all, points,
                                  c.b.constant(1, t, index.type.dims), "stablehlo.add");
@@ -376,7 +379,7 @@ Points index_points(OpContext& c, size_t arg, const Dims& dims, bool check) {
         continue;
       }
       TORCH_CHECK(position < static_cast<int64_t>(dims.size()), "too many indices for tensor of dimension ", dims.size());
-      if (check) check_points(t, -dims[position], dims[position], position, true);
+      if (check) check_points(c, v, -dims[position], dims[position], position, true);
       p.pos.push_back(position);
       used.push_back(v);
       shapes.push_back(v.type.dims);
@@ -441,10 +444,14 @@ Value mask_put(OpContext& c, const Value& self, const Points& p, const Value& va
     ones.insert(ones.end(), tail.begin(), tail.end());
     upd = b.broadcast_to(b.reshape(b.broadcast_to(vals, result), ones), dims);
   } else {
-    int64_t count = p.mask_tensor.ne(0).sum().item<int64_t>();  // host sync: the value count must match the mask
-    TORCH_CHECK(count == vk, "shape mismatch: value tensor of shape ", c10::IntArrayRef(vals.type.dims),
-                " cannot be broadcast to indexing result of shape [", count, "]");
-    if (count == 0) return self;
+    // The number of true elements must equal the number of values: checked on the device, not by waiting for it.
+    std::vector<int64_t> all = range(0, mask.type.rank());
+    Value count = b.reduce(b.convert(mask, ElementType::kS64), b.constant(0, ElementType::kS64), all, "stablehlo.add");
+    Value bad = b.compare(CompareDirection::kNe, count, b.constant(static_cast<double>(vk), ElementType::kS64));
+    c.check(bad,
+            "shape mismatch: value tensor of shape " + i64_list(vals.type.dims) +
+                " cannot be broadcast to indexing result of shape [{value}]",
+            false, count);
     result[at] = vk;
     Value full = b.broadcast_to(vals, result);
     int64_t n = mask.type.numel();
@@ -519,12 +526,14 @@ LoweringRule triangle_rule(bool lower) {  // tril/triu(self, diagonal): keep col
   };
 }
 
-V cumsum_rule(OpContext& c) {  // cumsum(self, dim, dtype)
+V cumsum_rule(OpContext& c) {  // cumsum(self, dim, dtype); float16/bfloat16 accumulate in float32, as PyTorch's do
   TensorType o = c.out(0);
-  Value x = as_rank1(c.b, c.b.convert(c.tensor(0), o.dtype));
+  bool reduced = o.dtype == ElementType::kF16 || o.dtype == ElementType::kBF16;
+  Value x = as_rank1(c.b, c.b.convert(c.tensor(0), reduced ? ElementType::kF32 : o.dtype));
   int64_t d = c.dim(1, x.type.rank());
   if (o.numel() == 0) return {zeros(c.b, o)};
-  return {prefix_reduce(c.b, x, d, o.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", 0.0)};
+  Value r = prefix_reduce(c.b, x, d, o.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", 0.0);
+  return {c.b.convert(r, o.dtype)};
 }
 
 Value reverse(HloBuilder& b, const Value& x, const Dims& dims) {

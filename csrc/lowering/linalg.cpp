@@ -7,48 +7,53 @@ namespace {
 using Rows = std::vector<LoweringRow>;
 using V = std::vector<Value>;
 
+// Reduced-precision products accumulate in float32 and are rounded once, after any bias term (PyTorch's opmath):
+// the dot takes the operands as they are and produces float32 (preferred element type), the epilogue runs in float32.
+ElementType acc_type(ElementType t) {
+  return t == ElementType::kBF16 || t == ElementType::kF16 ? ElementType::kF32 : t;
+}
+
 Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
-  return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {}, {}, {1}, {0}, {t, {a.type.dims[0], b.type.dims[1]}});
+  return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {}, {}, {1}, {0},
+                         {acc_type(t), {a.type.dims[0], b.type.dims[1]}});
 }
 
 Value batched(OpContext& c, const Value& a, const Value& b, ElementType t) {
   return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {0}, {0}, {2}, {1},
-                         {t, {a.type.dims[0], a.type.dims[1], b.type.dims[2]}});
+                         {acc_type(t), {a.type.dims[0], a.type.dims[1], b.type.dims[2]}});
 }
 
-// beta * self + alpha * product (args: self, m1, m2, beta, alpha).
+// beta * self + alpha * product (args: self, m1, m2, beta, alpha), in the product's (accumulation) type.
 Value scaled_add(OpContext& c, const Value& product) {
   TensorType o = c.out(0);
+  ElementType t = product.type.dtype;
   double beta = c.has(3) ? c.scalar(3) : 1.0, alpha = c.has(4) ? c.scalar(4) : 1.0;
-  Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.runtime_operand(4, o.dtype, o.dims));
-  if (beta == 0.0) return p;  // PyTorch ignores self (even NaN) when beta is 0
-  Value s = c.operand(0, o.dtype, o.dims);
-  if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.runtime_operand(3, o.dtype, o.dims));
-  return c.b.binary("stablehlo.add", s, p);
+  Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.runtime_operand(4, t, o.dims));
+  if (beta == 0.0) return c.b.convert(p, o.dtype);  // PyTorch ignores self (even NaN) when beta is 0
+  Value s = c.operand(0, t, o.dims);
+  if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.runtime_operand(3, t, o.dims));
+  return c.b.convert(c.b.binary("stablehlo.add", s, p), o.dtype);
 }
 
-V mm_rule(OpContext& c) { return {matmul2d(c, c.tensor(0), c.tensor(1), c.out(0).dtype)}; }
-V bmm_rule(OpContext& c) { return {batched(c, c.tensor(0), c.tensor(1), c.out(0).dtype)}; }
+V mm_rule(OpContext& c) { return {c.b.convert(matmul2d(c, c.tensor(0), c.tensor(1), c.out(0).dtype), c.out(0).dtype)}; }
+V bmm_rule(OpContext& c) { return {c.b.convert(batched(c, c.tensor(0), c.tensor(1), c.out(0).dtype), c.out(0).dtype)}; }
 V addmm_rule(OpContext& c) { return {scaled_add(c, matmul2d(c, c.tensor(1), c.tensor(2), c.out(0).dtype))}; }
 V baddbmm_rule(OpContext& c) { return {scaled_add(c, batched(c, c.tensor(1), c.tensor(2), c.out(0).dtype))}; }
 
-V dot_rule(OpContext& c) {
+Value vector_product(OpContext& c, size_t lhs, size_t rhs, const std::vector<int64_t>& contract_lhs,
+                     const std::vector<int64_t>& result_dims) {
   ElementType t = c.out(0).dtype;
-  return {c.b.dot_general(c.b.convert(c.tensor(0), t), c.b.convert(c.tensor(1), t), {}, {}, {0}, {0}, {t, {}})};
+  return c.b.dot_general(c.b.convert(c.tensor(lhs), t), c.b.convert(c.tensor(rhs), t), {}, {}, contract_lhs, {0},
+                         {acc_type(t), result_dims});
 }
+
+V dot_rule(OpContext& c) { return {c.b.convert(vector_product(c, 0, 1, {0}, {}), c.out(0).dtype)}; }
 
 V mv_rule(OpContext& c) {
-  ElementType t = c.out(0).dtype;
-  Value m = c.tensor(0);
-  return {c.b.dot_general(c.b.convert(m, t), c.b.convert(c.tensor(1), t), {}, {}, {1}, {0}, {t, {m.type.dims[0]}})};
+  return {c.b.convert(vector_product(c, 0, 1, {1}, {c.arg(0).toTensor().size(0)}), c.out(0).dtype)};
 }
 
-V addmv_rule(OpContext& c) {
-  ElementType t = c.out(0).dtype;
-  Value m = c.tensor(1);
-  return {scaled_add(c, c.b.dot_general(c.b.convert(m, t), c.b.convert(c.tensor(2), t), {}, {}, {1}, {0},
-                                        {t, {m.type.dims[0]}}))};
-}
+V addmv_rule(OpContext& c) { return {scaled_add(c, vector_product(c, 1, 2, {1}, {c.arg(1).toTensor().size(0)}))}; }
 
 }  // namespace
 

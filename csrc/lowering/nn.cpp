@@ -60,8 +60,11 @@ bool present(OpContext& c, size_t i) { return c.has(i) && (!c.is_tensor(i) || c.
 std::vector<int64_t> arg_dims(OpContext& c, size_t i) { return c.arg(i).toTensor().sizes().vec(); }
 
 // none: the elementwise loss; mean/sum: reduced over every element.
-Value apply_reduction(HloBuilder& b, const Value& loss, int64_t reduction) {
+// PyTorch materializes the per-element loss in the input's dtype before reducing it (in float32 for half types):
+// `element` rounds to that dtype first, so e.g. a float16 squared error that overflows stays inf.
+Value apply_reduction(HloBuilder& b, Value loss, int64_t reduction, ElementType element) {
   if (reduction == kNone) return loss;
+  if (element != loss.type.dtype) loss = b.convert(b.convert(loss, element), loss.type.dtype);
   Value s = reduce_sum(b, loss, all_dims(loss.type.rank()));
   if (reduction == kSum) return s;
   return div(b, s, b.constant(static_cast<double>(loss.type.numel()), s.type.dtype));
@@ -85,6 +88,9 @@ Value as_vector(HloBuilder& b, const Value& v) { return v.type.rank() == 0 ? b.r
 LoweringRule softmax_rule(bool log) {  // _softmax(self, dim, half_to_float)
   return [log](OpContext& c) -> V {
     ElementType t = c.out(0).dtype;
+    at::ScalarType in = c.arg(0).toTensor().scalar_type();
+    TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(in) || at::isComplexType(in), "\"", log ? "log_softmax" : "softmax",
+                                "\" not implemented for '", c10::toString(in), "'");
     Value x = as_vector(c.b, c.b.convert(c.tensor(0), compute_type(t)));
     int64_t dim = c.dim(1, x.type.rank());
     return {c.b.convert(softmax_value(c.b, x, dim, log), t)};
@@ -202,7 +208,7 @@ V mse_rule(OpContext& c) {  // mse_loss(self, target, reduction)
   ElementType t = compute_type(c.out(0).dtype);
   auto [x, y] = loss_inputs(c, t, 0);
   Value d = sub(c.b, x, y);
-  return {c.b.convert(apply_reduction(c.b, mul(c.b, d, d), c.integer(2)), c.out(0).dtype)};
+  return {c.b.convert(apply_reduction(c.b, mul(c.b, d, d), c.integer(2), c.out(0).dtype), c.out(0).dtype)};
 }
 
 V mse_backward_rule(OpContext& c) {  // mse_loss_backward(grad_output, self, target, reduction)
@@ -230,7 +236,7 @@ LoweringRule smooth_loss_rule(bool huber) {  // (self, target, reduction, beta|d
       if (huber) lin = mul(b, lin, k(b, p, z));
       loss = b.select(b.compare(CompareDirection::kLt, z, k(b, p, z)), quad, lin);
     }
-    return {b.convert(apply_reduction(b, loss, c.integer(2)), c.out(0).dtype)};
+    return {b.convert(apply_reduction(b, loss, c.integer(2), c.out(0).dtype), c.out(0).dtype)};
   };
 }
 
@@ -265,7 +271,7 @@ V bce_rule(OpContext& c) {  // binary_cross_entropy(self, target, weight?, reduc
                            k(b, -100, x));
   Value loss = sub(b, mul(b, sub(b, y, k(b, 1, y)), log_1mx), mul(b, y, log_x));
   if (present(c, 2)) loss = mul(b, loss, c.operand(2, t, loss.type.dims));
-  return {b.convert(apply_reduction(b, loss, c.integer(3)), c.out(0).dtype)};
+  return {b.convert(apply_reduction(b, loss, c.integer(3), c.out(0).dtype), c.out(0).dtype)};
 }
 
 V bce_backward_rule(OpContext& c) {  // binary_cross_entropy_backward(grad_output, self, target, weight?, reduction)
@@ -314,7 +320,7 @@ V bce_logits_rule(OpContext& c) {
   }
   Value loss = add(b, mul(b, sub(b, k(b, 1, y), y), x), neg_log_sig);
   if (present(c, 2)) loss = mul(b, loss, c.operand(2, t, x.type.dims));
-  return {b.convert(apply_reduction(b, loss, c.integer(4)), c.out(0).dtype)};
+  return {b.convert(apply_reduction(b, loss, c.integer(4), c.out(0).dtype), c.out(0).dtype)};
 }
 
 // ---- layer norm ----

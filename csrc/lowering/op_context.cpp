@@ -50,6 +50,30 @@ std::vector<int64_t> OpContext::ints(size_t i) const {
   return v.toIntVector();
 }
 
+void OpContext::check_range(const Value& idx, int64_t lo, int64_t hi, const std::string& message,
+                             std::optional<int64_t> ignore, bool index_error) {
+  if (idx.type.numel() == 0) return;
+  std::vector<int64_t> all(static_cast<size_t>(idx.type.rank()));
+  for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
+  Value v = b.convert(idx, ElementType::kS64);
+  auto k = [&](double x) { return b.constant(x, ElementType::kS64, v.type.dims); };
+  Value over = b.compare(CompareDirection::kGe, v, k(static_cast<double>(hi)));
+  Value under = b.compare(CompareDirection::kLt, v, k(static_cast<double>(lo)));
+  if (ignore) {
+    Value counted = b.compare(CompareDirection::kNe, v, k(static_cast<double>(*ignore)));
+    over = b.binary("stablehlo.and", over, counted);
+    under = b.binary("stablehlo.and", under, counted);
+  }
+  Value bad = b.binary("stablehlo.or", over, under);
+  // The culprit: the largest index past the end if there is one, else the smallest below the start.
+  double min64 = static_cast<double>(std::numeric_limits<int64_t>::min());
+  double max64 = 9.2233720368547748e18;
+  Value big = b.reduce(b.select(over, v, k(min64)), b.constant(min64, ElementType::kS64), all, "stablehlo.maximum");
+  Value small = b.reduce(b.select(under, v, k(max64)), b.constant(max64, ElementType::kS64), all, "stablehlo.minimum");
+  Value any_over = b.reduce(over, b.constant(0, ElementType::kPred), all, "stablehlo.or");
+  check(bad, message, index_error, b.select(any_over, big, small));
+}
+
 Value OpContext::operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) {
   if (is_tensor(i)) return b.broadcast_to(b.convert(tensor(i), dtype), dims);
   return runtime_operand(i, dtype, dims);
@@ -129,6 +153,8 @@ const std::vector<LoweringRow>& lowering_table() {
     add_nn_rules(rows);
     add_indexing_rules(rows);
     add_conv_rules(rows);
+    add_batch_norm_rules(rows);
+    add_foreach_rules(rows);  // last: its rules look up the elementwise rows
     return rows;
   }();
   return table;

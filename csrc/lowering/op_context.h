@@ -38,11 +38,25 @@ class OpContext {
   // A number known only at run time (a program argument, not a constant), so programs do not change when values
   // such as learning rates or Adam's bias corrections do. Converted to `dtype`, 0-d.
   virtual Value runtime_scalar(const c10::Scalar& value, ElementType dtype) = 0;
-  // XLA clamps out-of-range gather/scatter indices; PyTorch raises. Checks (with a host sync) that every element of
-  // integer tensor argument i lies in [lo, hi), else raises IndexError with `message`. Elements equal to `ignore`
-  // (e.g. a loss's ignore_index) are exempt.
-  virtual void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message,
-                                 std::optional<int64_t> ignore = std::nullopt) = 0;
+  // Numbers known only at run time as one 1-D program argument (one transfer for a whole scalar list).
+  virtual Value runtime_vector(const std::vector<c10::Scalar>& values, ElementType dtype) = 0;
+  // A check computed on the device: raises (IndexError if `index_error`, else RuntimeError) with `message` when any
+  // element of the predicate `bad` holds. "{value}" in the message becomes the 0-d integer `culprit`. Reported when
+  // the op's program completes (debug/strict) or when the fused graph runs: rules never wait for device values.
+  virtual void check(const Value& bad, const std::string& message, bool index_error = true,
+                     std::optional<Value> culprit = std::nullopt) = 0;
+  // XLA clamps out-of-range gather/scatter indices; PyTorch raises. Checks that every element of the integer value
+  // `idx` lies in [lo, hi), else raises with `message` ("{value}" names the first offender found). Elements equal
+  // to `ignore` (e.g. a loss's ignore_index) are exempt.
+  void check_range(const Value& idx, int64_t lo, int64_t hi, const std::string& message,
+                   std::optional<int64_t> ignore = std::nullopt, bool index_error = true);
+  void check_index_range(size_t i, int64_t lo, int64_t hi, const std::string& message,
+                         std::optional<int64_t> ignore = std::nullopt) {
+    check_range(tensor(i), lo, hi, message, ignore, true);
+  }
+  // Replaces the contents of tensor argument i with `value` (converted to its dtype): for ATen ops that update an
+  // argument in place beyond their results (batch norm's running statistics).
+  virtual void update_arg(size_t i, const Value& value) = 0;
 
   // Argument helpers.
   // False for None and for undefined tensors (autograd passes absent optional tensors, e.g. a bias, that way).
@@ -55,7 +69,7 @@ class OpContext {
   bool flag(size_t i) const { return arg(i).toBool(); }
   std::vector<int64_t> ints(size_t i) const;
   // Number argument i as a runtime scalar broadcast to `dims`.
-  Value runtime_operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) {
+  virtual Value runtime_operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) {
     return b.broadcast_to(runtime_scalar(arg(i).toScalar(), dtype), dims);
   }
   // Argument i (tensor or number) converted to `dtype` and broadcast to `dims`; numbers become runtime scalars.
@@ -88,6 +102,8 @@ void add_linalg_rules(std::vector<LoweringRow>& rows);
 void add_nn_rules(std::vector<LoweringRow>& rows);
 void add_indexing_rules(std::vector<LoweringRow>& rows);
 void add_conv_rules(std::vector<LoweringRow>& rows);
+void add_batch_norm_rules(std::vector<LoweringRow>& rows);
+void add_foreach_rules(std::vector<LoweringRow>& rows);
 
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);

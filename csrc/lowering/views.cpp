@@ -135,6 +135,22 @@ Value write_view(HloBuilder& b, const Value& storage, const Value& update, const
 Value reinterpret_storage(HloBuilder& b, const Value& raw, ElementType dtype, int64_t numel) {
   ElementType from = raw.type.dtype;
   if (from == dtype) return b.reshape(raw, {numel});
+  // Complex elements are (real, imaginary) pairs of their part type; bitcasts do not take complex types.
+  if (is_complex(from)) {
+    ElementType part = from == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    int64_t n = raw.type.dims[0];
+    Value re = b.reshape(b.op1("stablehlo.real", {raw}, {part, {n}}), {n, 1});
+    Value im = b.reshape(b.op1("stablehlo.imag", {raw}, {part, {n}}), {n, 1});
+    Value pairs = b.reshape(b.concatenate({re, im}, 1), {2 * n});
+    return reinterpret_storage(b, pairs, dtype, numel);
+  }
+  if (is_complex(dtype)) {
+    ElementType part = dtype == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    Value pairs = b.reshape(reinterpret_storage(b, raw, part, 2 * numel), {numel, 2});
+    Value re = b.reshape(b.slice(pairs, {0, 0}, {numel, 1}), {numel});
+    Value im = b.reshape(b.slice(pairs, {0, 1}, {numel, 2}), {numel});
+    return b.op1("stablehlo.complex", {re, im}, {dtype, {numel}});
+  }
   if (from == ElementType::kPred) return reinterpret_storage(b, b.convert(raw, ElementType::kU8), dtype, numel);
   if (dtype == ElementType::kPred) {
     Value bytes = reinterpret_storage(b, raw, ElementType::kU8, numel);

@@ -8,6 +8,7 @@
 #include "exec/state.h"
 #include "backend/storage.h"
 #include "backend/lowered_op.h"
+#include "exec/graph.h"
 #include "exec/sync.h"
 #include "lowering/op_context.h"
 #include "python/module.h"
@@ -72,15 +73,32 @@ void bind_backend(py::module_& m) {
       throw py::value_error("fallback policy must be error, warn or silent, not '" + policy + "'");
     }
   });
-  m.def("_set_eager_mode", [](const std::string& mode) {
-    if (mode == "debug") {
-      set_eager_mode(EagerMode::kDebug);
-    } else if (mode == "strict") {
-      set_eager_mode(EagerMode::kStrict);
-    } else {
-      throw py::value_error("eager mode must be debug or strict, not '" + mode + "'");
+  m.def(
+      "_set_eager_mode",
+      [](const std::string& mode) {
+        if (mode == "debug") {
+          set_eager_mode(EagerMode::kDebug);
+        } else if (mode == "strict") {
+          set_eager_mode(EagerMode::kStrict);
+        } else if (mode == "fused") {
+          set_eager_mode(EagerMode::kFused);
+        } else {
+          throw py::value_error("eager mode must be debug, strict or fused, not '" + mode + "'");
+        }
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_get_eager_mode", []() -> std::string {
+    switch (eager_mode()) {
+      case EagerMode::kDebug: return "debug";
+      case EagerMode::kStrict: return "strict";
+      case EagerMode::kFused: return "fused";
     }
+    return "debug";
   });
+  m.def("_flush", &flush_all_devices, py::call_guard<py::gil_scoped_release>());
+  m.def("_set_graph_node_limit", &set_graph_node_limit);
+  m.def("_host_sync_counts", &host_sync_counts);
+  m.def("_reset_host_sync_counts", &reset_host_sync_counts);
   m.def("_fallback_counts", &fallback_counts);
   m.def("_lowered_counts", &lowered_counts);
   m.def("_host_op_counts", &host_op_counts);

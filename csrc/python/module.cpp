@@ -6,5 +6,6 @@ PYBIND11_MODULE(_C, m) {
   torch_tpu::bind_runtime(m);
   torch_tpu::bind_hlo(m);
   torch_tpu::bind_backend(m);
+  torch_tpu::bind_contract(m);
   torch_tpu::bind_distributed(m);
 }

@@ -42,6 +42,7 @@ py::dict device_dict(const DeviceInfo& d) {
   out["local_hardware_id"] = d.local_hardware_id;
   out["kind"] = d.kind;
   out["description"] = d.description;
+  out["attributes"] = d.attributes;
   return out;
 }
 
@@ -152,6 +153,7 @@ void bind_runtime(py::module_& m) {
            py::arg("client"), py::arg("exec_time_optimization_effort") = py::none())
       .def("get_or_compile", &CompileCache::get_or_compile, py::call_guard<py::gil_scoped_release>())
       .def("set_directory", &CompileCache::set_directory)
+      .def("set_dump_directory", &CompileCache::set_dump_directory)
       .def_property_readonly("directory", &CompileCache::directory)
       .def("__len__", &CompileCache::size)
       .def("clear", &CompileCache::clear);

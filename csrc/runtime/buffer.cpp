@@ -21,6 +21,7 @@ Buffer::Buffer(const PJRT_Api* api, PJRT_Buffer* buffer) : api_(api), buffer_(bu
 
 Buffer::~Buffer() {
   runtime_counters().live_buffers--;
+  if (in_forked_child()) return;  // leaked: the plugin's threads are not in this process
   TPU_PJRT_ARGS(PJRT_Buffer_Destroy_Args, args);
   args.buffer = buffer_;
   PJRT_Error* err = api_->PJRT_Buffer_Destroy(&args);

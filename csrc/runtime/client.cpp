@@ -62,6 +62,17 @@ DeviceInfo describe_device(const PJRT_Api* api, PJRT_Device* device, int index) 
   hw.device = device;
   TPU_PJRT_CALL(api, Device_LocalHardwareId, hw);
   info.local_hardware_id = hw.local_hardware_id;
+
+  try {  // informative only: older plugins lack the entry
+    TPU_PJRT_ARGS(PJRT_DeviceDescription_Attributes_Args, attrs);
+    attrs.device_description = desc.device_description;
+    TPU_PJRT_CALL(api, DeviceDescription_Attributes, attrs);
+    for (size_t i = 0; i < attrs.num_attributes; ++i) {
+      const PJRT_NamedValue& v = attrs.attributes[i];
+      info.attributes[std::string(v.name, v.name_size)] = named_value_text(v);
+    }
+  } catch (const Error&) {
+  }
   return info;
 }
 
@@ -77,6 +88,7 @@ std::shared_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin, const std
   args.create_options = values.data();
   args.num_options = values.size();
   TPU_PJRT_CALL(api, Client_Create, args);
+  watch_for_fork();
 
   std::shared_ptr<Client> client(new Client());
   client->plugin_ = std::move(plugin);
@@ -102,7 +114,7 @@ std::shared_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin, const std
 }
 
 Client::~Client() {
-  if (client_ == nullptr) return;
+  if (client_ == nullptr || in_forked_child()) return;  // a forked child leaks the parent's client
   TPU_PJRT_ARGS(PJRT_Client_Destroy_Args, args);
   args.client = client_;
   PJRT_Error* err = api()->PJRT_Client_Destroy(&args);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@ struct DeviceInfo {
   int local_hardware_id = -1;
   std::string kind;           // e.g. "cpu", "NVIDIA H200", "TPU v6 lite"
   std::string description;    // DeviceDescription_ToString
+  std::map<std::string, std::string> attributes;  // DeviceDescription_Attributes (e.g. core_count), as text
   PJRT_Device* raw = nullptr;
 };
 

@@ -1,9 +1,13 @@
 #include "runtime/compile_cache.h"
 
+#include <cstdio>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -75,6 +79,26 @@ CompileCache::CompileCache(std::shared_ptr<Client> client, CompileSettings setti
   key_prefix_ = client_->plugin().identity() + "\n" + client_->platform_version() + "\n" + options_ + "\n";
 }
 
+// "tpu:<first distinct StableHLO ops>#<hash>": what a profile row or trace slice calls a compiled program.
+static std::string program_label(const std::string& mlir) {
+  std::vector<std::string> ops;
+  const std::string marker = "\"stablehlo.";
+  for (size_t pos = mlir.find(marker); pos != std::string::npos && ops.size() < 3; pos = mlir.find(marker, pos + 1)) {
+    size_t begin = pos + marker.size();
+    size_t end = mlir.find('"', begin);
+    if (end == std::string::npos) break;
+    std::string op = mlir.substr(begin, end - begin);
+    if (op == "constant" || op == "return" || op == "reshape" || op == "broadcast_in_dim" || op == "convert") continue;
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  }
+  std::string label = "tpu:";
+  for (size_t i = 0; i < ops.size(); ++i) label += (i ? "+" : "") + ops[i];
+  if (ops.empty()) label += "copy";
+  char hash[16];
+  std::snprintf(hash, sizeof(hash), "#%06llx", static_cast<unsigned long long>(stable_hash(mlir) & 0xffffff));
+  return label + hash;
+}
+
 std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir) {
   std::string key = key_prefix_ + mlir;
   {
@@ -86,6 +110,20 @@ std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir
     }
   }
   runtime_counters().cache_misses++;
+  std::string dump;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dump = dump_directory_;
+  }
+  if (!dump.empty()) {
+    char name[40];
+    std::snprintf(name, sizeof(name), "/program-%016llx.mlir", static_cast<unsigned long long>(stable_hash(mlir)));
+    std::FILE* f = std::fopen((dump + name).c_str(), "w");
+    if (f != nullptr) {
+      std::fwrite(mlir.data(), 1, mlir.size(), f);
+      std::fclose(f);
+    }
+  }
   std::shared_ptr<Executable> executable = load_from_disk(key);
   if (executable) {
     runtime_counters().disk_cache_hits++;
@@ -97,9 +135,16 @@ std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir
     runtime_counters().compile_ns += ns;
     store_to_disk(key, *executable);
   }
+  executable->set_label(program_label(mlir));
   std::lock_guard<std::mutex> lock(mu_);
   auto inserted = entries_.emplace(std::move(key), executable);
   return inserted.first->second;
+}
+
+void CompileCache::set_dump_directory(const std::string& dir) {
+  if (!dir.empty()) make_dirs(dir);
+  std::lock_guard<std::mutex> lock(mu_);
+  dump_directory_ = dir;
 }
 
 void CompileCache::set_directory(const std::string& dir) {

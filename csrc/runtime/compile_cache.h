@@ -36,6 +36,8 @@ class CompileCache {
   // Persists compiled executables as files under `dir` (created if missing); empty disables the disk cache.
   void set_directory(const std::string& dir);
   const std::string& directory() const { return directory_; }
+  // Writes the StableHLO text of every program compiled (or loaded) from now on under `dir` (TORCH_TPU_DUMP_DIR).
+  void set_dump_directory(const std::string& dir);
 
   size_t size() const;
   void clear();
@@ -49,6 +51,7 @@ class CompileCache {
   std::string options_;
   std::string key_prefix_;
   std::string directory_;
+  std::string dump_directory_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Executable>> entries_;
 };

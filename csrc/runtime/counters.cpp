@@ -23,6 +23,9 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"cache_misses", cache_misses.load()},
       {"disk_cache_hits", disk_cache_hits.load()},
       {"donations", donations.load()},
+      {"graphs_run", graphs_run.load()},
+      {"graph_nodes", graph_nodes.load()},
+      {"host_syncs", host_syncs.load()},
   };
 }
 

@@ -25,6 +25,10 @@ Event::~Event() { reset(); }
 
 void Event::reset() noexcept {
   if (event_ == nullptr) return;
+  if (in_forked_child()) {  // leaked: the plugin's threads are not in this process
+    event_ = nullptr;
+    return;
+  }
   TPU_PJRT_ARGS(PJRT_Event_Destroy_Args, args);
   args.event = event_;
   PJRT_Error* err = api_->PJRT_Event_Destroy(&args);
@@ -42,6 +46,7 @@ bool Event::is_ready() const {
 
 void Event::await() const {
   if (event_ == nullptr) return;
+  if (in_forked_child()) fail_in_forked_child(origin_);
   TPU_PJRT_ARGS(PJRT_Event_Await_Args, args);
   args.event = event_;
   PJRT_Error* err = api_->PJRT_Event_Await(&args);

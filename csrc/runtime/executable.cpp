@@ -1,7 +1,10 @@
 #include "runtime/executable.h"
 
+#include <memory>
+
 #include "runtime/counters.h"
 #include "runtime/pjrt.h"
+#include "runtime/trace.h"
 
 namespace torch_tpu {
 namespace {
@@ -16,6 +19,7 @@ class ExecutableView {
     executable_ = args.executable;
   }
   ~ExecutableView() {
+    if (in_forked_child()) return;
     TPU_PJRT_ARGS(PJRT_Executable_Destroy_Args, args);
     args.executable = executable_;
     PJRT_Error* err = api_->PJRT_Executable_Destroy(&args);
@@ -43,10 +47,56 @@ Executable::Executable(const PJRT_Api* api, PJRT_LoadedExecutable* executable) :
 
 Executable::~Executable() {
   runtime_counters().live_executables--;
+  if (in_forked_child()) return;  // leaked: the plugin's threads are not in this process
   TPU_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args, args);
   args.executable = executable_;
   PJRT_Error* err = api_->PJRT_LoadedExecutable_Destroy(&args);
   if (err != nullptr) pjrt_take_error(api_, err, "PJRT_LoadedExecutable_Destroy");
+}
+
+namespace {
+struct PendingTrace {
+  ExecutionRecord record;
+};
+
+void on_traced_completion(PJRT_Error* error, void* user_arg) {
+  std::unique_ptr<PendingTrace> pending(static_cast<PendingTrace*>(user_arg));
+  pending->record.end_ns = trace::now_ns();
+  if (error != nullptr) {
+    // The execution's error reaches the op through its own event; only drop this copy.
+    pending->record.label += " (failed)";
+  }
+  trace::record(std::move(pending->record));
+  trace::finished();
+}
+}  // namespace
+
+// Registers a second completion callback on the execution's event (the ExecuteResult keeps the event itself).
+void Executable::trace_completion(PJRT_Event* done, PJRT_Device* device, int64_t start_ns) const {
+  auto pending = std::make_unique<PendingTrace>();
+  pending->record.label = label_;
+  pending->record.start_ns = start_ns;
+  pending->record.correlation = trace::current_correlation();
+  TPU_PJRT_ARGS(PJRT_Device_GetDescription_Args, desc);
+  desc.device = device;
+  TPU_PJRT_ARGS(PJRT_DeviceDescription_Id_Args, id);
+  if (api_->PJRT_Device_GetDescription(&desc) == nullptr) {
+    id.device_description = desc.device_description;
+    if (api_->PJRT_DeviceDescription_Id(&id) == nullptr) pending->record.device_id = id.id;
+  }
+  pending->record.thread = 0;
+  TPU_PJRT_ARGS(PJRT_Event_OnReady_Args, args);
+  args.event = done;
+  args.callback = &on_traced_completion;
+  args.user_arg = pending.get();
+  trace::started();
+  PJRT_Error* err = api_->PJRT_Event_OnReady(&args);
+  if (err != nullptr) {
+    pjrt_take_error(api_, err, "PJRT_Event_OnReady");
+    trace::finished();
+    return;
+  }
+  pending.release();  // owned by the callback now
 }
 
 ExecuteResult Executable::execute(const std::vector<Buffer*>& args, PJRT_Device* device,
@@ -66,6 +116,9 @@ ExecuteResult Executable::execute(const std::vector<Buffer*>& args, PJRT_Device*
   options.non_donatable_input_indices = non_donatable.empty() ? nullptr : non_donatable.data();
   options.num_non_donatable_input_indices = non_donatable.size();
 
+  const bool tracing = trace::enabled();
+  const int64_t start_ns = tracing ? trace::now_ns() : 0;
+
   TPU_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args, exec);
   exec.executable = executable_;
   exec.options = &options;
@@ -77,6 +130,7 @@ ExecuteResult Executable::execute(const std::vector<Buffer*>& args, PJRT_Device*
   exec.execute_device = device;
   TPU_PJRT_CALL(api_, LoadedExecutable_Execute, exec);
   runtime_counters().executions++;
+  if (tracing && done_events[0] != nullptr) trace_completion(done_events[0], device, start_ns);
 
   ExecuteResult result;
   result.done = Event(api_, done_events[0], "PJRT_LoadedExecutable_Execute");

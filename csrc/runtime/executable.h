@@ -34,7 +34,14 @@ class Executable {
   // Bytes that Client::deserialize turns back into this executable (same plugin build only).
   std::string serialize() const;
 
+  // A short name for profiles and traces (set once by the compile cache, before the executable is shared).
+  const std::string& label() const { return label_; }
+  void set_label(std::string label) { label_ = std::move(label); }
+
  private:
+  void trace_completion(PJRT_Event* done, PJRT_Device* device, int64_t start_ns) const;
+
+  std::string label_ = "tpu_program";
   const PJRT_Api* api_;
   PJRT_LoadedExecutable* executable_;
   size_t num_outputs_ = 0;

@@ -1,6 +1,28 @@
 #include "runtime/pjrt.h"
 
+#include <pthread.h>
+
+#include <atomic>
+#include <mutex>
+
 namespace torch_tpu {
+namespace {
+std::atomic<bool> g_forked_child{false};
+void mark_forked_child() { g_forked_child.store(true, std::memory_order_relaxed); }
+}  // namespace
+
+void watch_for_fork() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(nullptr, nullptr, &mark_forked_child); });
+}
+
+bool in_forked_child() noexcept { return g_forked_child.load(std::memory_order_relaxed); }
+
+void fail_in_forked_child(const char* call) {
+  fail(ErrorCode::kFailedPrecondition, call,
+       "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you must use the 'spawn' "
+       "start method");
+}
 
 Error pjrt_take_error(const PJRT_Api* api, PJRT_Error* error, const char* call) {
   if (error == nullptr) return Error(ErrorCode::kOk, call, "");

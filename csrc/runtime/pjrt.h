@@ -17,9 +17,21 @@ void pjrt_check(const PJRT_Api* api, PJRT_Error* error, const char* call);
 // Same, but returns the error instead of throwing (for callbacks and destructors). nullptr -> nullopt-like kOk.
 Error pjrt_take_error(const PJRT_Api* api, PJRT_Error* error, const char* call);
 
+// Fork safety. A PJRT client owns threads that a fork()ed child does not inherit, so the child must never call into
+// the plugin: calls fail with FAILED_PRECONDITION ("Cannot re-initialize tpu in forked subprocess", PyTorch's
+// wording for CUDA) and destructors leak instead of waiting on threads that do not exist. watch_for_fork() arms the
+// check (Client::create calls it); in_forked_child() is true in any process forked after that.
+void watch_for_fork();
+bool in_forked_child() noexcept;
+[[noreturn]] void fail_in_forked_child(const char* call);
+
+// A PJRT_NamedValue as text (lists joined with '.').
+std::string named_value_text(const PJRT_NamedValue& v);
+
 // Fetches a table entry, failing with UNIMPLEMENTED when the plugin's table is too short or the slot is empty.
 template <class Fn>
 Fn pjrt_entry(const PJRT_Api* api, size_t offset, const char* call) {
+  if (in_forked_child()) fail_in_forked_child(call);
   Fn fn = nullptr;
   if (api->struct_size >= offset + sizeof(Fn)) {
     std::memcpy(&fn, reinterpret_cast<const char*>(api) + offset, sizeof(Fn));

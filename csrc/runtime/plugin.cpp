@@ -8,7 +8,6 @@
 #include "runtime/pjrt.h"
 
 namespace torch_tpu {
-namespace {
 
 std::string named_value_text(const PJRT_NamedValue& v) {
   switch (v.type) {
@@ -24,8 +23,6 @@ std::string named_value_text(const PJRT_NamedValue& v) {
   }
   return "";
 }
-
-}  // namespace
 
 std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
   static std::mutex mu;

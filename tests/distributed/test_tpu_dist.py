@@ -73,9 +73,14 @@ def test_collectives_match_gloo_through_plugin_transfers() -> None:
     assert_all_ok(launch("collectives", 2, env={"TORCH_TPU_DIST_CPU_ZERO_COPY": "0"}))
 
 
-def test_collectives_match_gloo_in_strict_mode() -> None:
-    # Strict eager: staged reads must wait for enqueued programs that produce the operands.
-    assert_all_ok(launch("collectives", 2, env={"TORCH_TPU_EAGER_MODE": "strict"}))
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_collectives_match_gloo_in_async_eager_modes(mode: str) -> None:
+    # Staged reads must wait for enqueued programs (strict) or run the open graph (fused) that produce the operands.
+    assert_all_ok(launch("collectives", 2, env={"TORCH_TPU_EAGER_MODE": mode}))
+
+
+def test_ddp_in_fused_mode() -> None:
+    assert_all_ok(launch("ddp", 2, env={"TORCH_TPU_EAGER_MODE": "fused"}))
 
 
 def test_collectives_under_distributed_debug_detail() -> None:

@@ -256,7 +256,7 @@ def test_out_of_range_target_raises_like_cpu():
     with pytest.raises(IndexError, match="out of bounds"):
         F.cross_entropy(logits, target)
     with pytest.raises(IndexError, match="out of bounds"):
-        F.cross_entropy(logits.to("tpu"), target.to("tpu"))
+        F.cross_entropy(logits.to("tpu"), target.to("tpu")).cpu()
     ignored = torch.tensor([0, -100, 1])
     torch.testing.assert_close(
         F.cross_entropy(logits.to("tpu"), ignored.to("tpu")).cpu(), F.cross_entropy(logits, ignored)

@@ -1,0 +1,142 @@
+// Batch normalisation: forward (training statistics or running statistics) and backward. In training mode the
+// forward also updates running_mean / running_var in place — ATen's native_batch_norm does so without marking the
+// arguments written in its schema, so the rule writes them explicitly (OpContext::update_arg).
+#include "lowering/op_context.h"
+
+namespace torch_tpu {
+namespace {
+
+using V = std::vector<Value>;
+
+// Statistics are computed in float32 for reduced-precision inputs (PyTorch's opmath), in float64 for float64.
+ElementType stats_type(ElementType t) { return t == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32; }
+
+struct Layout {
+  std::vector<int64_t> dims;     // input dims
+  std::vector<int64_t> reduced;  // every dim but the channel dim (1)
+  double count = 1;              // elements per channel
+};
+
+Layout layout_of(const Value& x) {
+  Layout l;
+  l.dims = x.type.dims;
+  for (int64_t d = 0; d < x.type.rank(); ++d) {
+    if (d == 1) continue;
+    l.reduced.push_back(d);
+    l.count *= static_cast<double>(l.dims[d]);
+  }
+  return l;
+}
+
+Value k(HloBuilder& b, double v, const Value& like) { return b.constant(v, like.type.dtype, like.type.dims); }
+Value add(HloBuilder& b, const Value& x, const Value& y) { return b.binary("stablehlo.add", x, y); }
+Value sub(HloBuilder& b, const Value& x, const Value& y) { return b.binary("stablehlo.subtract", x, y); }
+Value mul(HloBuilder& b, const Value& x, const Value& y) { return b.binary("stablehlo.multiply", x, y); }
+
+// A per-channel vector laid along dim 1 of `l.dims`.
+Value per_channel(HloBuilder& b, const Value& v, const Layout& l) { return b.broadcast_in_dim(v, l.dims, {1}); }
+
+// Per-channel mean and biased variance of x (already in the statistics type).
+std::pair<Value, Value> batch_stats(HloBuilder& b, const Value& x, const Layout& l) {
+  Value mean = reduce_sum(b, x, l.reduced);
+  mean = mul(b, mean, k(b, 1.0 / l.count, mean));
+  Value xc = sub(b, x, per_channel(b, mean, l));
+  Value var = reduce_sum(b, mul(b, xc, xc), l.reduced);
+  var = mul(b, var, k(b, 1.0 / l.count, var));
+  return {mean, var};
+}
+
+Value inv_std(HloBuilder& b, const Value& var, double eps) { return b.unary("stablehlo.rsqrt", add(b, var, k(b, eps, var))); }
+
+// A result PyTorch wants empty (e.g. save_mean in evaluation mode) or of the given per-channel value.
+Value shaped(HloBuilder& b, OpContext& c, size_t i, const Value& v) {
+  TensorType o = c.out(i);
+  if (o.numel() == 0) return zeros(b, o);
+  return b.convert(v, o.dtype);
+}
+
+// native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
+//   -> (out, save_mean, save_invstd)
+V batch_norm_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value x0 = c.tensor(0);
+  ElementType t = stats_type(x0.type.dtype);
+  Value x = b.convert(x0, t);
+  Layout l = layout_of(x);
+  bool training = c.flag(5);
+  double eps = c.scalar(7);
+  bool has_running = c.has(3) && c.has(4);
+  TORCH_CHECK(training || has_running, "running_mean and running_var must be defined in evaluation mode");
+  Value mean, var;
+  if (training) {
+    std::tie(mean, var) = batch_stats(b, x, l);
+    if (has_running) {
+      // running = (1 - momentum) * running + momentum * batch statistic (variance unbiased), in the running dtype.
+      Value m = c.runtime_scalar(c.arg(6).toScalar(), t);
+      Value rm = b.convert(c.tensor(3), t);
+      Value rv = b.convert(c.tensor(4), t);
+      Value mv = b.broadcast_to(m, rm.type.dims);
+      Value keep = sub(b, k(b, 1.0, mv), mv);
+      double unbias = l.count > 1 ? l.count / (l.count - 1) : 1.0;
+      c.update_arg(3, add(b, mul(b, keep, rm), mul(b, mv, mean)));
+      c.update_arg(4, add(b, mul(b, keep, rv), mul(b, mv, mul(b, var, k(b, unbias, var)))));
+    }
+  } else {
+    mean = b.convert(c.tensor(3), t);
+    var = b.convert(c.tensor(4), t);
+  }
+  Value invstd = inv_std(b, var, eps);
+  Value scale = invstd;
+  if (c.has(1)) scale = mul(b, scale, b.convert(c.tensor(1), t));
+  Value y = mul(b, sub(b, x, per_channel(b, mean, l)), per_channel(b, scale, l));
+  if (c.has(2)) y = add(b, y, per_channel(b, b.convert(c.tensor(2), t), l));
+  return {b.convert(y, c.out(0).dtype), shaped(b, c, 1, mean), shaped(b, c, 2, invstd)};
+}
+
+// native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?, save_invstd?,
+//                            train, eps, output_mask) -> (grad_input, grad_weight, grad_bias)
+V batch_norm_backward_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value x0 = c.tensor(1);
+  ElementType t = stats_type(x0.type.dtype);
+  Value x = b.convert(x0, t);
+  Value g = b.convert(c.tensor(0), t);
+  Layout l = layout_of(x);
+  bool train = c.flag(7);
+  Value mean, invstd;
+  if (train) {
+    mean = b.convert(c.tensor(5), t);
+    invstd = b.convert(c.tensor(6), t);
+  } else {
+    mean = b.convert(c.tensor(3), t);
+    invstd = inv_std(b, b.convert(c.tensor(4), t), c.scalar(8));
+  }
+  Value xhat = mul(b, sub(b, x, per_channel(b, mean, l)), per_channel(b, invstd, l));
+  Value sum_g = reduce_sum(b, g, l.reduced);
+  Value sum_gx = reduce_sum(b, mul(b, g, xhat), l.reduced);
+  Value unused = b.constant(0, t);
+  V results{unused, unused, unused};
+  if (c.out_defined(0)) {
+    Value scale = invstd;
+    if (c.has(2)) scale = mul(b, scale, b.convert(c.tensor(2), t));
+    Value dx = g;
+    if (train) {
+      Value centred_g = sub(b, g, per_channel(b, mul(b, sum_g, k(b, 1.0 / l.count, sum_g)), l));
+      Value proj = mul(b, xhat, per_channel(b, mul(b, sum_gx, k(b, 1.0 / l.count, sum_gx)), l));
+      dx = sub(b, centred_g, proj);
+    }
+    results[0] = b.convert(mul(b, dx, per_channel(b, scale, l)), c.out(0).dtype);
+  }
+  if (c.out_defined(1)) results[1] = b.convert(sum_gx, c.out(1).dtype);
+  if (c.out_defined(2)) results[2] = b.convert(sum_g, c.out(2).dtype);
+  return results;
+}
+
+}  // namespace
+
+void add_batch_norm_rules(std::vector<LoweringRow>& rows) {
+  rows.push_back({{"native_batch_norm"}, batch_norm_rule});
+  rows.push_back({{"native_batch_norm_backward"}, batch_norm_backward_rule});
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,47 @@
+"""Eager modes: how ops become programs.
+
+- ``debug``: every op runs as its own program and the host waits for it (errors point at the op).
+- ``strict``: every op runs as its own program, asynchronously; the host waits only at sync points.
+- ``fused`` (DeferAndFuse): ops are recorded into one graph per device that runs at host reads, ``synchronize()``,
+  a node limit, or when an op must run on the host; dead intermediates never reach device memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from torch_tpu import _C
+from torch_tpu.config import EAGER_MODES
+
+
+def set_eager_mode(mode: str) -> None:
+    """Switches every device to `mode` (``debug``, ``strict`` or ``fused``); recorded ops run first."""
+    if mode not in EAGER_MODES:
+        raise ValueError(f"eager mode must be one of {', '.join(EAGER_MODES)}, not {mode!r}")
+    _C._set_eager_mode(mode)
+
+
+def get_eager_mode() -> str:
+    return str(_C._get_eager_mode())
+
+
+@contextlib.contextmanager
+def eager_mode(mode: str) -> Iterator[None]:
+    """Runs the block in `mode`, then restores the previous mode (running whatever the block left recorded)."""
+    previous = get_eager_mode()
+    set_eager_mode(mode)
+    try:
+        yield
+    finally:
+        set_eager_mode(previous)
+
+
+def flush() -> None:
+    """Runs every device's recorded graph now (fused mode); a no-op otherwise. Does not wait for completion."""
+    _C._flush()
+
+
+def set_graph_node_limit(nodes: int) -> None:
+    """Ops recorded into a fused graph before it runs on its own (default 4096)."""
+    _C._set_graph_node_limit(int(nodes))
