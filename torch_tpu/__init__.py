@@ -22,6 +22,11 @@ __version__ = "0.1.0"
 
 _registration.register()
 
+from torch_tpu import distributed  # noqa: E402  (registers the tpu_dist c10d backend)
+
+distributed.register()
+distributed.select_device()
+
 
 def is_available() -> bool:
     """True when a PJRT plugin loaded and exposes at least one device."""

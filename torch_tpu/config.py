@@ -7,8 +7,11 @@
 | TORCH_TPU_EAGER_MODE     | debug / strict / fused (DeferAndFuse)                       | debug              |
 | TORCH_TPU_FALLBACK       | what an op without a lowering does: error / warn / silent   | warn               |
 | TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
-| TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2                  |
+| TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2 (or LOCAL_WORLD_SIZE) |
 | TORCH_TPU_DUMP_DIR       | write every compiled program's StableHLO text here          | unset (no dumps)   |
+| LOCAL_RANK               | (torchrun) picks this process's current tpu device          | unset              |
+| TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes before a collective | 1                  |
+| TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ class Config:
     cache_dir: str | None
     cpu_devices: int
     dump_dir: str | None = None
+    local_rank: int | None = None
+    dist_check: bool = True
+    dist_cpu_zero_copy: bool = True
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -55,6 +61,19 @@ def _cache_dir(raw: str | None) -> str | None:
     return os.path.join(base, "torch_tpu")
 
 
+def _int_or_none(name: str, raw: str | None) -> int | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name}={raw!r} must be an integer") from exc
+
+
+def _flag(raw: str) -> bool:
+    return raw.strip().lower() not in ("0", "off", "false", "no")
+
+
 def load(env: dict[str, str] | None = None) -> Config:
     """Reads the configuration from `env` (default: os.environ)."""
     e = os.environ if env is None else env
@@ -64,6 +83,11 @@ def load(env: dict[str, str] | None = None) -> Config:
         eager_mode=_choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "debug"), EAGER_MODES),
         fallback=_choice("TORCH_TPU_FALLBACK", e.get("TORCH_TPU_FALLBACK", "warn"), FALLBACK_POLICIES),
         cache_dir=_cache_dir(e.get("TORCH_TPU_CACHE_DIR")),
-        cpu_devices=int(e.get("TORCH_TPU_CPU_DEVICES", "2")),
+        cpu_devices=int(
+            e.get("TORCH_TPU_CPU_DEVICES") or max(2, _int_or_none("LOCAL_WORLD_SIZE", e.get("LOCAL_WORLD_SIZE")) or 2)
+        ),
+        local_rank=_int_or_none("LOCAL_RANK", e.get("LOCAL_RANK")),
+        dist_check=_flag(e.get("TORCH_TPU_DIST_CHECK", "1")),
+        dist_cpu_zero_copy=_flag(e.get("TORCH_TPU_DIST_CPU_ZERO_COPY", "1")),
         dump_dir=os.path.expanduser(e["TORCH_TPU_DUMP_DIR"]) if e.get("TORCH_TPU_DUMP_DIR") else None,
     )

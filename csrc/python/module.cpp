@@ -7,4 +7,5 @@ PYBIND11_MODULE(_C, m) {
   torch_tpu::bind_hlo(m);
   torch_tpu::bind_backend(m);
   torch_tpu::bind_contract(m);
+  torch_tpu::bind_distributed(m);
 }

@@ -10,5 +10,6 @@ void bind_runtime(pybind11::module_& m);
 void bind_hlo(pybind11::module_& m);
 void bind_backend(pybind11::module_& m);
 void bind_contract(pybind11::module_& m);
+void bind_distributed(pybind11::module_& m);  // csrc/distributed/bindings.cpp
 
 }  // namespace torch_tpu

@@ -1,0 +1,684 @@
+#include "distributed/tpu_dist.h"
+
+#include "exec/device_data.h"
+#include "exec/state.h"
+#include "lowering/op_context.h"
+#include "runtime/pjrt.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <utility>
+
+namespace torch_tpu {
+namespace {
+
+using c10d::OpType;
+using c10d::ReduceOp;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+bool on_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
+  return out;
+}
+
+std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// On the XLA-CPU plugin a device buffer is host memory: read it with one memcpy once it is computed, instead of the
+// plugin's transfer (which hands copies above ~100 KB to a worker thread: about a millisecond per op on a busy host).
+// False when the plugin is another one or cannot say where the buffer lives.
+bool read_host_visible(const Buffer& buffer, void* dst, size_t nbytes) {
+  const BackendState& state = backend_state();
+  if (state.client->platform_name() != "cpu" || static_cast<int64_t>(nbytes) > buffer.byte_size()) return false;
+  const PJRT_Api* api = state.client->api();
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Buffer_UnsafePointer) || !api->PJRT_Buffer_UnsafePointer) return false;
+  buffer.await_ready();  // computed (and the producer's error, if any, raised here)
+  TPU_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args, args);
+  args.buffer = buffer.raw();
+  if (PJRT_Error* err = api->PJRT_Buffer_UnsafePointer(&args)) {
+    pjrt_take_error(api, err, "PJRT_Buffer_UnsafePointer");  // not supported: use the plugin's transfer
+    return false;
+  }
+  if (args.buffer_pointer == 0) return false;
+  std::memcpy(dst, reinterpret_cast<const void*>(args.buffer_pointer), nbytes);
+  return true;
+}
+
+// The copy back of a result that fills a whole tpu storage, on the XLA-CPU plugin: the host buffer becomes the
+// storage's device buffer without a copy (zero-copy host semantics). The pool gets the host buffer back when PJRT is
+// done with it (the device buffer was freed or replaced). False when this does not apply; then copy_ does the work.
+bool adopt_as_device_buffer(const at::Tensor& dst, const at::Tensor& host, const std::shared_ptr<HostPool>& pool) {
+  const BackendState& state = backend_state();
+  if (state.client->platform_name() != "cpu" || !on_tpu(dst) || !host.is_cpu() || dst.numel() == 0) return false;
+  const int64_t storage_numel = static_cast<int64_t>(dst.storage().nbytes()) / static_cast<int64_t>(dst.element_size());
+  const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() && dst.numel() == storage_numel &&
+                     !dst.is_conj() && !dst.is_neg();
+  if (!whole || host.scalar_type() != dst.scalar_type() || !host.is_contiguous() || host.numel() != dst.numel() ||
+      reinterpret_cast<uintptr_t>(host.data_ptr()) % 64 != 0) {
+    return false;
+  }
+  Event done;
+  auto buffer = state.client->buffer_from_host(host.data_ptr(), element_type_of(dst.scalar_type()), {dst.numel()}, {},
+                                               state.pjrt_index.at(dst.device().index()),
+                                               HostSemantics::kImmutableZeroCopy, &done);
+  device_data(dst.storage()).set_buffer(std::move(buffer));
+  std::move(done).on_ready([host, pool](const Error&) { pool->release(host); });
+  return true;
+}
+
+// The host side of one collective: host twins of its operands, and what to copy back into which user tensor when the
+// host work is done. tpu operands get pooled host buffers (given back by finish()); host operands are used as they
+// are (the host backend checks them itself).
+class Stage {
+ public:
+  explicit Stage(std::shared_ptr<HostPool> pool) : pool_(std::move(pool)) {}
+
+  // Host twin of an operand whose contents the collective reads. A whole tpu storage is copied straight from its
+  // PJRT buffer; views go through the generic copy.
+  at::Tensor in(const at::Tensor& t) {
+    if (!on_tpu(t)) return t;
+    at::Tensor host = take(t);
+    if (t.numel() == 0) return host;
+    std::shared_ptr<Buffer> buffer = device_data(t.storage()).buffer();
+    const int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
+    const bool whole = t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel && !t.is_conj() &&
+                       !t.is_neg();
+    if (buffer && whole && buffer->element_type() == element_type_of(t.scalar_type())) {
+      const auto nbytes = static_cast<size_t>(host.nbytes());
+      if (!pool_->cpu_zero_copy() || !read_host_visible(*buffer, host.data_ptr(), nbytes)) {
+        buffer->to_host(host.data_ptr(), nbytes);
+      }
+    } else {
+      host.copy_(t);
+    }
+    return host;
+  }
+  // Host twin of an operand the collective only writes.
+  at::Tensor out(const at::Tensor& t) { return on_tpu(t) ? take(t) : t; }
+
+  std::vector<at::Tensor> in(const std::vector<at::Tensor>& ts) { return map(ts, [this](auto& t) { return in(t); }); }
+  std::vector<at::Tensor> out(const std::vector<at::Tensor>& ts) { return map(ts, [this](auto& t) { return out(t); }); }
+  std::vector<std::vector<at::Tensor>> in(const std::vector<std::vector<at::Tensor>>& lists) {
+    std::vector<std::vector<at::Tensor>> r;
+    for (const auto& l : lists) r.push_back(in(l));
+    return r;
+  }
+  std::vector<std::vector<at::Tensor>> out(const std::vector<std::vector<at::Tensor>>& lists) {
+    std::vector<std::vector<at::Tensor>> r;
+    for (const auto& l : lists) r.push_back(out(l));
+    return r;
+  }
+
+  void back(const at::Tensor& dst, const at::Tensor& src) {
+    if (!dst.is_same(src)) pairs_.emplace_back(dst, src);
+  }
+  void back(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
+    for (size_t i = 0; i < dst.size(); ++i) back(dst[i], src[i]);
+  }
+  void back(const std::vector<std::vector<at::Tensor>>& dst, const std::vector<std::vector<at::Tensor>>& src) {
+    for (size_t i = 0; i < dst.size(); ++i) back(dst[i], src[i]);
+  }
+
+  // Copies the results back into the user tensors, then gives the host buffers back to the pool.
+  void finish() {
+    for (const auto& [dst, src] : pairs_) {
+      if (pool_->cpu_zero_copy() && is_taken(src) && adopt_as_device_buffer(dst, src, pool_)) {
+        adopted_.push_back(src);  // the pool gets it back from PJRT, later
+      } else {
+        dst.copy_(src);
+      }
+    }
+    pairs_.clear();
+    for (const auto& t : taken_) {
+      if (std::none_of(adopted_.begin(), adopted_.end(), [&t](const at::Tensor& a) { return a.is_same(t); })) {
+        pool_->release(t);
+      }
+    }
+    taken_.clear();
+    adopted_.clear();
+  }
+
+ private:
+  bool is_taken(const at::Tensor& t) const {
+    return std::any_of(taken_.begin(), taken_.end(), [&t](const at::Tensor& a) { return a.is_same(t); });
+  }
+  at::Tensor take(const at::Tensor& like) {
+    taken_.push_back(pool_->acquire(like));
+    return taken_.back();
+  }
+  template <class F>
+  static std::vector<at::Tensor> map(const std::vector<at::Tensor>& ts, F f) {
+    std::vector<at::Tensor> r;
+    r.reserve(ts.size());
+    for (const auto& t : ts) r.push_back(f(t));
+    return r;
+  }
+
+  std::shared_ptr<HostPool> pool_;
+  std::vector<at::Tensor> taken_;
+  std::vector<at::Tensor> adopted_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> pairs_;
+};
+
+// The host backend (Gloo) has no AVG or PREMUL_SUM: both run as SUM, with the inputs scaled first (PREMUL_SUM) or
+// the results divided by the group size afterwards (AVG, truncating for integers as NCCL does).
+struct ReducePlan {
+  ReduceOp host_op;
+  bool average = false;
+};
+
+ReducePlan plan_reduce(const ReduceOp& op, std::vector<at::Tensor>& host_inputs) {
+  ReducePlan plan{op};
+  if (op.op_ == ReduceOp::AVG) {
+    plan.host_op = ReduceOp(ReduceOp::SUM);
+    plan.average = true;
+  } else if (op.op_ == ReduceOp::PREMUL_SUM) {
+    auto supplement = c10::static_intrusive_pointer_cast<c10d::PreMulSumSupplement>(op.supplement_);
+    TORCH_CHECK(supplement, "tpu_dist: ReduceOp.PREMUL_SUM without a factor");
+    for (auto& t : host_inputs) {
+      t = supplement->tensor_factor.defined() ? t.mul(supplement->tensor_factor.to(at::kCPU))
+                                               : t.mul(supplement->double_factor);
+    }
+    plan.host_op = ReduceOp(ReduceOp::SUM);
+  }
+  return plan;
+}
+
+void divide(const std::vector<at::Tensor>& results, int size) {
+  for (const auto& t : results) {
+    if (at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type())) {
+      t.div_(size);
+    } else {
+      t.div_(size, "trunc");
+    }
+  }
+}
+
+template <class Opts>
+Opts with_op(const Opts& opts, const ReducePlan& plan) {
+  Opts o = opts;
+  o.reduceOp = plan.host_op;
+  return o;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+StagedWork::StagedWork(int rank, OpType type, WorkPtr host_work, std::vector<at::Tensor> outputs,
+                       std::function<void()> finish)
+    : c10d::Work(rank, type),
+      host_work_(std::move(host_work)),
+      outputs_(std::move(outputs)),
+      finish_(std::move(finish)) {
+  std::vector<c10::Device> devices;
+  for (const auto& t : outputs_) {
+    if (on_tpu(t) && std::find(devices.begin(), devices.end(), t.device()) == devices.end()) {
+      devices.push_back(t.device());
+    }
+  }
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices);
+}
+
+bool StagedWork::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+void StagedWork::complete(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> guard(complete_mutex_);
+  if (done()) {
+    if (auto e = exception()) std::rethrow_exception(e);
+    return;
+  }
+  std::exception_ptr error;
+  try {
+    if (host_work_) {
+      host_work_->wait(timeout);
+      if (opType_ == OpType::RECVANYSOURCE) source_rank_ = host_work_->sourceRank();
+    }
+    if (finish_) finish_();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  host_work_.reset();
+  finish_ = nullptr;  // releases the host buffers
+  if (!error) {
+    try {
+      future_->markCompleted(c10::IValue(outputs_));
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error && !future_->completed()) future_->setError(error);
+  finish(error);
+  if (error) std::rethrow_exception(error);
+}
+
+bool StagedWork::isCompleted() {
+  std::unique_lock<std::mutex> guard(complete_mutex_, std::try_to_lock);
+  if (!guard.owns_lock()) return false;  // another thread is completing it right now
+  if (done()) return true;
+  if (host_work_ && !host_work_->isCompleted()) return false;
+  guard.unlock();
+  try {
+    complete();
+  } catch (...) {
+    // the error stays in exception() / isSuccess()
+  }
+  return true;
+}
+
+bool StagedWork::isSuccess() const { return c10d::Work::isSuccess(); }
+
+std::exception_ptr StagedWork::exception() const { return c10d::Work::exception(); }
+
+int StagedWork::sourceRank() const {
+  TORCH_CHECK(opType_ == OpType::RECVANYSOURCE, "sourceRank() is only defined for recv from any source");
+  return source_rank_;
+}
+
+std::vector<at::Tensor> StagedWork::result() { return outputs_; }
+
+bool StagedWork::wait(std::chrono::milliseconds timeout) {
+  complete(timeout);
+  return true;
+}
+
+void StagedWork::abort() {
+  std::unique_lock<std::mutex> guard(complete_mutex_, std::try_to_lock);
+  if (guard.owns_lock() && host_work_) {
+    try {
+      host_work_->abort();
+    } catch (...) {
+      // the host work cannot be aborted; it will time out
+    }
+  }
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> StagedWork::getFuture() {
+  try {
+    complete();
+  } catch (...) {
+    // the future carries the error
+  }
+  return future_;
+}
+
+bool StagedWork::writes_to(const at::Tensor& t) const {
+  if (!t.defined() || !t.has_storage()) return false;
+  for (const auto& o : outputs_) {
+    if (o.defined() && o.has_storage() && o.storage().is_alias_of(t.storage())) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TpuDistBackend::TpuDistBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
+                               std::chrono::milliseconds timeout, bool check_agreement, bool cpu_zero_copy)
+    : c10d::Backend(rank, size),
+      host_(std::move(host)),
+      options_(c10::make_intrusive<Options>("tpu_dist", timeout)),
+      check_agreement_(check_agreement),
+      pool_(std::make_shared<HostPool>(cpu_zero_copy)) {
+  TORCH_CHECK(host_, "tpu_dist needs a host backend");
+  TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size, "tpu_dist: host backend is rank ",
+              host_->getRank(), " of ", host_->getSize(), ", expected rank ", rank, " of ", size);
+}
+
+void TpuDistBackend::setTimeout(std::chrono::milliseconds timeout) {
+  host_->setTimeout(timeout);
+  options_->timeout = timeout;
+}
+
+void TpuDistBackend::settle(const std::vector<at::Tensor>& tensors) {
+  std::vector<c10::intrusive_ptr<StagedWork>> earlier;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const auto& w) { return w->done(); }),
+                   pending_.end());
+    for (const auto& w : pending_) {
+      for (const auto& t : tensors) {
+        if (w->writes_to(t)) {
+          earlier.push_back(w);
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& w : earlier) w->complete();
+}
+
+void TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tensors, bool shapes) {
+  if (!check_agreement_ || size_ == 1) return;
+  // Signature: op, tensor count, dtype of the first tensor, total elements and a hash of every shape.
+  int64_t numel = 0;
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 1099511628211ull; };
+  for (const auto& t : tensors) {
+    if (!shapes) break;
+    numel += t.numel();
+    mix(static_cast<uint64_t>(t.dim()));
+    for (auto d : t.sizes()) mix(static_cast<uint64_t>(d));
+  }
+  const int64_t dtype = tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type());
+  std::vector<int64_t> mine{static_cast<int64_t>(type), static_cast<int64_t>(tensors.size()), dtype, numel,
+                            static_cast<int64_t>(hash)};
+  std::vector<at::Tensor> input{at::tensor(mine, at::kLong)};
+  std::vector<std::vector<at::Tensor>> gathered(1);
+  for (int r = 0; r < size_; ++r) gathered[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, at::kLong));
+  host_->allgather(gathered, input)->wait();
+  bool same = true;
+  for (const auto& other : gathered[0]) same = same && at::equal(other, input[0]);
+  if (same) return;
+  std::ostringstream msg;
+  msg << "tpu_dist: ranks disagree on " << c10d::opTypeToString(type)
+      << " (mismatched collectives, or tensor shapes/dtypes that differ across ranks):";
+  for (int r = 0; r < size_; ++r) {
+    auto v = gathered[0][r].data_ptr<int64_t>();
+    msg << "\n  rank " << r << ": " << c10d::opTypeToString(static_cast<OpType>(v[0])) << ", " << v[1]
+        << " tensor(s)";
+    if (v[2] >= 0) msg << ", dtype " << c10::toString(static_cast<at::ScalarType>(v[2]));
+    if (shapes) msg << ", " << v[3] << " elements";
+  }
+  TORCH_CHECK(false, msg.str());
+}
+
+WorkPtr TpuDistBackend::launch(OpType type, WorkPtr host_work, std::vector<at::Tensor> outputs,
+                               std::function<void()> finish) {
+  const bool writes = static_cast<bool>(finish);
+  auto work = c10::make_intrusive<StagedWork>(rank_, type, std::move(host_work), std::move(outputs), std::move(finish));
+  if (writes) {  // only works with results to copy back can hold up a later collective
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.push_back(work);
+  }
+  return work;
+}
+
+
+// ---------------------------------------------------------------------------------------------------------------
+at::Tensor HostPool::acquire(const at::Tensor& like) {
+  const size_t nbytes = static_cast<size_t>(like.numel()) * like.element_size();
+  at::Tensor bytes;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(nbytes);
+    if (it != free_.end()) {
+      bytes = std::move(it->second);
+      free_.erase(it);
+      free_bytes_ -= nbytes;
+    }
+  }
+  if (!bytes.defined()) bytes = at::empty({static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte));
+  return bytes.view(like.scalar_type()).view(like.sizes());
+}
+
+void HostPool::release(const at::Tensor& t) {
+  const size_t nbytes = t.nbytes();
+  at::Tensor bytes = t.view({-1}).view(at::kByte);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_bytes_ + nbytes > kMaxFreeBytes) return;
+  free_.emplace(nbytes, std::move(bytes));
+  free_bytes_ += nbytes;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+WorkPtr TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  agree(OpType::BROADCAST, tensors);
+  settle(tensors);
+  const bool root = rank_ == opts.rootRank;
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = root ? st->in(tensors) : st->out(tensors);
+  auto work = host_->broadcast(host, opts);
+  if (!root) st->back(tensors, host);
+  return launch(OpType::BROADCAST, work, tensors, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  agree(OpType::ALLREDUCE, tensors);
+  settle(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->in(tensors);
+  auto plan = plan_reduce(opts.reduceOp, host);
+  auto work = host_->allreduce(host, with_op(opts, plan));
+  st->back(tensors, host);
+  const int size = size_;
+  return launch(OpType::ALLREDUCE, work, tensors, [st, host, plan, size] {
+    if (plan.average) divide(host, size);
+    st->finish();
+  });
+}
+
+WorkPtr TpuDistBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                            const c10d::AllreduceCoalescedOptions& opts) {
+  agree(OpType::ALLREDUCE_COALESCED, tensors);
+  settle(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->in(tensors);
+  auto plan = plan_reduce(opts.reduceOp, host);
+  auto work = host_->allreduce_coalesced(host, with_op(opts, plan));
+  st->back(tensors, host);
+  const int size = size_;
+  return launch(OpType::ALLREDUCE_COALESCED, work, tensors, [st, host, plan, size] {
+    if (plan.average) divide(host, size);
+    st->finish();
+  });
+}
+
+WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  agree(OpType::REDUCE, tensors);
+  settle(tensors);
+  const bool root = rank_ == opts.rootRank;
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->in(tensors);
+  auto plan = plan_reduce(opts.reduceOp, host);
+  auto work = host_->reduce(host, with_op(opts, plan));
+  if (root) st->back(tensors, host);  // other ranks' tensors stay as they were
+  const int size = size_;
+  return launch(OpType::REDUCE, work, tensors, [st, host, plan, size, root] {
+    if (root && plan.average) divide(host, size);
+    st->finish();
+  });
+}
+
+WorkPtr TpuDistBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                  const c10d::AllgatherOptions& opts) {
+  agree(OpType::ALLGATHER, inputs);
+  auto out_flat = flatten(outputs);
+  settle(concat(inputs, out_flat));
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
+  auto work = host_->allgather(host_out, host_in, opts);
+  st->back(outputs, host_out);
+  return launch(OpType::ALLGATHER, work, out_flat, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  agree(OpType::_ALLGATHER_BASE, {input, output});
+  settle({input, output});
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(input);
+  auto host_out = st->out(output);
+  auto work = host_->_allgather_base(host_out, host_in, opts);
+  st->back(output, host_out);
+  return launch(OpType::_ALLGATHER_BASE, work, {output}, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                            std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  agree(OpType::ALLGATHER_COALESCED, inputs);
+  auto out_flat = flatten(outputs);
+  settle(concat(inputs, out_flat));
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
+  auto work = host_->allgather_coalesced(host_out, host_in, opts);
+  st->back(outputs, host_out);
+  return launch(OpType::ALLGATHER_COALESCED, work, out_flat, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::AllgatherOptions& opts) {
+  agree(OpType::COALESCED, concat(inputs, outputs));
+  settle(concat(inputs, outputs));
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
+  auto work = host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
+  st->back(outputs, host_out);
+  return launch(OpType::COALESCED, work, outputs, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                               const c10d::GatherOptions& opts) {
+  agree(OpType::GATHER, inputs);
+  auto out_flat = flatten(outputs);
+  settle(concat(inputs, out_flat));
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
+  auto work = host_->gather(host_out, host_in, opts);
+  st->back(outputs, host_out);
+  return launch(OpType::GATHER, work, out_flat, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                const c10d::ScatterOptions& opts) {
+  agree(OpType::SCATTER, outputs);
+  settle(concat(outputs, flatten(inputs)));
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
+  auto work = host_->scatter(host_out, host_in, opts);
+  st->back(outputs, host_out);
+  return launch(OpType::SCATTER, work, outputs, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                       const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::REDUCE_SCATTER, concat(outputs, flatten(inputs)));
+  settle(concat(outputs, flatten(inputs)));
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  ReducePlan plan{opts.reduceOp};
+  for (auto& list : host_in) plan = plan_reduce(opts.reduceOp, list);
+  auto host_out = st->out(outputs);
+  auto work = host_->reduce_scatter(host_out, host_in, with_op(opts, plan));
+  st->back(outputs, host_out);
+  const int size = size_;
+  return launch(OpType::REDUCE_SCATTER, work, outputs, [st, host_out, plan, size] {
+    if (plan.average) divide(host_out, size);
+    st->finish();
+  });
+}
+
+WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                             const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::_REDUCE_SCATTER_BASE, {input, output});
+  settle({input, output});
+  auto st = std::make_shared<Stage>(pool_);
+  std::vector<at::Tensor> host_in{st->in(input)};
+  auto plan = plan_reduce(opts.reduceOp, host_in);
+  auto host_out = st->out(output);
+  auto work = host_->_reduce_scatter_base(host_out, host_in[0], with_op(opts, plan));
+  st->back(output, host_out);
+  const int size = size_;
+  return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, [st, host_out, plan, size] {
+    if (plan.average) divide({host_out}, size);
+    st->finish();
+  });
+}
+
+WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::COALESCED, concat(inputs, outputs));
+  settle(concat(inputs, outputs));
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto plan = plan_reduce(opts.reduceOp, host_in);
+  auto host_out = st->out(outputs);
+  auto work = host_->reduce_scatter_tensor_coalesced(host_out, host_in, with_op(opts, plan));
+  st->back(outputs, host_out);
+  const int size = size_;
+  return launch(OpType::COALESCED, work, outputs, [st, host_out, plan, size] {
+    if (plan.average) divide(host_out, size);
+    st->finish();
+  });
+}
+
+WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+                                      std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  agree(OpType::ALLTOALL_BASE, {input, output}, output_split_sizes.empty() && input_split_sizes.empty());
+  settle({input, output});
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(input);
+  auto host_out = st->out(output);
+  auto work = host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts);
+  st->back(output, host_out);
+  return launch(OpType::ALLTOALL_BASE, work, {output}, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                 const c10d::AllToAllOptions& opts) {
+  agree(OpType::ALLTOALL, inputs, false);
+  settle(concat(inputs, outputs));
+  auto st = std::make_shared<Stage>(pool_);
+  auto host_in = st->in(inputs);
+  auto host_out = st->out(outputs);
+  auto work = host_->alltoall(host_out, host_in, opts);
+  st->back(outputs, host_out);
+  return launch(OpType::ALLTOALL, work, outputs, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  settle(tensors);
+  // Nobody may ever complete a send work, so its host buffers are not pooled: they live as long as the host work.
+  Stage st(std::make_shared<HostPool>(pool_->cpu_zero_copy()));
+  auto host = st.in(tensors);
+  auto work = host_->send(host, dst_rank, tag);
+  return launch(OpType::SEND, work, {}, nullptr);
+}
+
+WorkPtr TpuDistBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  settle(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->out(tensors);
+  auto work = host_->recv(host, src_rank, tag);
+  st->back(tensors, host);
+  return launch(OpType::RECV, work, tensors, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  settle(tensors);
+  auto st = std::make_shared<Stage>(pool_);
+  auto host = st->out(tensors);
+  auto work = host_->recvAnysource(host, tag);
+  st->back(tensors, host);
+  return launch(OpType::RECVANYSOURCE, work, tensors, [st] { st->finish(); });
+}
+
+WorkPtr TpuDistBackend::barrier(const c10d::BarrierOptions& opts) {
+  agree(OpType::BARRIER, {});
+  auto host_opts = opts;
+  host_opts.device = std::nullopt;  // the host backend's barrier runs on host memory
+  host_opts.device_ids.clear();
+  return launch(OpType::BARRIER, host_->barrier(host_opts), {}, nullptr);
+}
+
+void TpuDistBackend::abort() { host_->abort(); }
+
+void TpuDistBackend::shutdown() { host_->shutdown(); }
+
+}  // namespace torch_tpu

@@ -1,0 +1,77 @@
+"""`tpu_dist`: the torch.distributed backend for tpu tensors.
+
+Registered at import with ``Backend.register_backend("tpu_dist", ..., devices=["tpu"])``, so
+``init_process_group()`` (the accelerator is tpu) and ``init_process_group("cpu:gloo,tpu:tpu_dist")`` pick it for
+tpu tensors. Each group's backend is a C++ ``c10d::Backend`` (``torch_tpu._C.TpuDistBackend``) that stages tpu
+operands through host memory and runs the collective on a ProcessGroupGloo built from the same store (under its own
+key prefix), rank, size and timeout; see csrc/distributed/DESIGN.md.
+
+Device selection: under torchrun (``LOCAL_RANK`` set) the process's current tpu device is its local rank among the
+visible devices (``TPU_VISIBLE_CHIPS``), wrapping around when there are fewer devices than local ranks.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import torch
+
+from torch_tpu import _C, config
+
+BACKEND_NAME = "tpu_dist"
+_STORE_PREFIX = "tpu_dist/"
+
+
+def _create_backend(store: object, rank: int, size: int, timeout: datetime.timedelta) -> object:
+    """The creator torch.distributed calls once per process group that uses tpu_dist."""
+    import torch.distributed as dist
+
+    host = dist.ProcessGroupGloo(dist.PrefixStore(_STORE_PREFIX, store), rank, size, timeout)
+    cfg = config.load()
+    return _C.TpuDistBackend(
+        host, rank, size, timeout, check_agreement=cfg.dist_check, cpu_zero_copy=cfg.dist_cpu_zero_copy
+    )
+
+
+def is_registered() -> bool:
+    import torch.distributed as dist
+
+    return BACKEND_NAME.upper() in dist.Backend._plugins
+
+
+def register() -> bool:
+    """Registers tpu_dist with torch.distributed (idempotent). False when torch has no distributed/Gloo support."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available() or not hasattr(_C, "TpuDistBackend"):
+        return False
+    if not is_registered():
+        dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["tpu"])
+    return True
+
+
+def device_for_local_rank(local_rank: int, device_count: int) -> int:
+    """The tpu index a process with `local_rank` uses: its local rank, wrapped around the visible devices."""
+    if local_rank < 0:
+        raise ValueError(f"LOCAL_RANK={local_rank} must be >= 0")
+    if device_count <= 0:
+        raise RuntimeError("no tpu device is visible to this process (check TPU_VISIBLE_CHIPS)")
+    return local_rank % device_count
+
+
+def select_device(env: dict[str, str] | None = None) -> int | None:
+    """Makes the device picked by LOCAL_RANK current (torchrun sets it). None when LOCAL_RANK is unset or no device."""
+    local_rank = config.load(env).local_rank
+    if local_rank is None or not torch.tpu.is_available():
+        return None
+    index = device_for_local_rank(local_rank, torch.tpu.device_count())
+    torch.tpu.set_device(index)
+    return index
+
+
+def local_device() -> torch.device:
+    """The tpu device of this process (the current one, which LOCAL_RANK picked under torchrun)."""
+    return torch.device("tpu", torch.tpu.current_device())
+
+
+__all__ = ["BACKEND_NAME", "register", "is_registered", "select_device", "device_for_local_rank", "local_device"]
