@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <tuple>
 
 #include "exec/state.h"
 #include "exec/sync.h"
@@ -103,21 +106,64 @@ Value TensorProgram::external(std::shared_ptr<Buffer> buffer) {
   return v;
 }
 
+namespace {
+
+// Device copies of recently used numbers (alpha = 1, eps, -inf, 1/sqrt(d), a learning rate held for many steps):
+// reused instead of uploaded per op. Buffers are immutable program arguments (never donated), so sharing is safe.
+// Bounded: the table is dropped when full (buffers in use live on in their programs).
+class ScalarBuffers {
+ public:
+  std::shared_ptr<Buffer> get(int pjrt_device, ElementType type, const void* bits) {
+    Key key{pjrt_device, static_cast<int>(type), 0};
+    std::memcpy(&key.bits, bits, sizeof(key.bits));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return it->second;
+    if (entries_.size() >= kLimit) entries_.clear();
+    const BackendState& state = backend_state();
+    auto buffer = state.client->buffer_from_host(bits, type, {}, {}, pjrt_device);
+    entries_.emplace(key, buffer);
+    runtime_counters().cached_scalars.store(static_cast<int64_t>(entries_.size()));
+    return buffer;
+  }
+
+ private:
+  static constexpr size_t kLimit = 512;
+  struct Key {
+    int device;
+    int type;
+    uint64_t bits;
+    bool operator<(const Key& o) const { return std::tie(device, type, bits) < std::tie(o.device, o.type, o.bits); }
+  };
+  std::mutex mu_;
+  std::map<Key, std::shared_ptr<Buffer>> entries_;
+};
+
+ScalarBuffers& scalar_buffers() {
+  static ScalarBuffers* cache = new ScalarBuffers();  // never destroyed: no PJRT calls during static teardown
+  return *cache;
+}
+
+}  // namespace
+
 Value TensorProgram::host_scalar(const c10::Scalar& value, ElementType dtype) {
   const BackendState& state = backend_state();
   int pjrt = state.pjrt_index.at(device_);
-  std::shared_ptr<Buffer> buffer;
+  uint64_t bits = 0;
+  ElementType type = ElementType::kF64;
   if (value.isBoolean()) {
     bool v = value.toBool();
-    buffer = state.client->buffer_from_host(&v, ElementType::kPred, {}, {}, pjrt);
+    std::memcpy(&bits, &v, sizeof(v));
+    type = ElementType::kPred;
   } else if (value.isIntegral(false)) {
     int64_t v = value.toLong();
-    buffer = state.client->buffer_from_host(&v, ElementType::kS64, {}, {}, pjrt);
+    std::memcpy(&bits, &v, sizeof(v));
+    type = ElementType::kS64;
   } else {
     double v = value.toDouble();
-    buffer = state.client->buffer_from_host(&v, ElementType::kF64, {}, {}, pjrt);
+    std::memcpy(&bits, &v, sizeof(v));
   }
-  return b_.convert(external(std::move(buffer)), dtype);
+  return b_.convert(external(scalar_buffers().get(pjrt, type, &bits)), dtype);
 }
 
 Value TensorProgram::host_vector(const std::vector<c10::Scalar>& values, ElementType dtype) {

@@ -26,6 +26,7 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"graphs_run", graphs_run.load()},
       {"graph_nodes", graph_nodes.load()},
       {"host_syncs", host_syncs.load()},
+      {"cached_scalars", cached_scalars.load()},
   };
 }
 
