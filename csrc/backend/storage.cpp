@@ -153,12 +153,13 @@ struct Allocation final : DeviceData {
   bool mapped;
   Allocation(int device, int64_t nbytes, void* addr, size_t reserved_bytes, bool own_mapping)
       : DeviceData(device, nbytes), address(addr), reserved(reserved_bytes), mapped(own_mapping) {}
+  void book_bytes(bool add) override { account(device(), nbytes(), add); }
 };
 
 void delete_allocation(void* ctx) {
   auto* a = static_cast<Allocation*>(static_cast<DeviceData*>(ctx));
   unregister_device_address(a->address);
-  account(a->device(), a->nbytes(), false);
+  if (a->booked()) account(a->device(), a->nbytes(), false);
   address_space().give_back(a->address, a->reserved, a->mapped);
   delete a;
 }

@@ -37,6 +37,8 @@ class DeviceData {
   }
 
   int device() const { return device_; }
+  // Adds (or removes) this storage's bytes to the allocator's statistics; the allocator's storages override it.
+  virtual void book_bytes(bool add) {}
   int64_t nbytes() const { return nbytes_; }
   bool valid() const { return magic_ == kMagic; }
 
@@ -58,9 +60,17 @@ class DeviceData {
     return buffer_;
   }
   void raw_set_buffer(std::shared_ptr<Buffer> buffer) {
+    if (buffer && unbooked_.exchange(false)) book_bytes(true);  // first contents of a deferred storage
     std::lock_guard<std::mutex> lock(mu_);
     buffer_ = std::move(buffer);
   }
+
+  // Memory accounting (the allocator's statistics). A storage created inside the open graph is booked only when it
+  // gets device contents: one that dies before the graph runs never occupied device memory.
+  void defer_booking() {
+    if (!unbooked_.exchange(true)) book_bytes(false);
+  }
+  bool booked() const { return !unbooked_.load(); }
   // Whether the device's open graph refers to this storage: not at all, reads it, or writes it (pending).
   static constexpr int kNone = 0, kRead = 1, kWritten = 2;
   void set_membership(int m) { membership_.store(m); }
@@ -72,6 +82,7 @@ class DeviceData {
   int device_;
   int64_t nbytes_;
   std::atomic<int> membership_{kNone};
+  std::atomic<bool> unbooked_{false};
   mutable std::mutex mu_;
   std::shared_ptr<Buffer> buffer_;
 };

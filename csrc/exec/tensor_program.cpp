@@ -205,6 +205,7 @@ at::Tensor TensorProgram::output(const Value& value, at::ScalarType dtype) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
   at::Tensor t = at::empty(value.type.dims, at::TensorOptions().dtype(dtype).device(
                                                  c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
+  if (open_graph_) device_data(t.storage()).defer_booking();
   write(t, value);
   return t;
 }
@@ -263,10 +264,10 @@ void TensorProgram::run() {
   } else {
     track_pending(device_, std::move(r.done));  // host reads wait on the buffers themselves
   }
+  if (!checks_.empty()) note_host_sync("device_check");  // one wait for all of a program's checks
   for (size_t i = 0; i < checks_.size(); ++i) {
     bool bad = false;
     r.outputs[targets.size() + 2 * i]->to_host(&bad, sizeof(bad));
-    note_host_sync("device_check");
     if (!bad) continue;
     std::string message = checks_[i].message;
     size_t at = message.find("{value}");
