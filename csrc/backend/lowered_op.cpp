@@ -193,18 +193,7 @@ class OpProgram final : public OpContext {
   }
   bool out_defined(size_t i) const override { return outs_.at(i).defined; }
   size_t num_outputs() const override { return outs_.size(); }
-  ElementType promoted(const std::vector<size_t>& indices) const override {
-    at::native::ResultTypeState state = {};
-    for (size_t i : indices) {
-      const c10::IValue& v = args_.at(i);
-      if (v.isTensor()) {
-        state = at::native::update_result_type_state(v.toTensor(), state);
-      } else if (v.isScalar()) {
-        state = at::native::update_result_type_state(v.toScalar(), state);
-      }
-    }
-    return element_type_of(at::native::result_type(state));
-  }
+  ElementType promoted(const std::vector<size_t>& indices) const override { return result_type_of(*this, indices); }
   Value runtime_scalar(const c10::Scalar& value, ElementType dtype) override {
     return program_.host_scalar(value, dtype);
   }

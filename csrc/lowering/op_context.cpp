@@ -1,5 +1,7 @@
 #include "lowering/op_context.h"
 
+#include <ATen/native/TypeProperties.h>
+
 #include <algorithm>
 #include <limits>
 #include <mutex>
@@ -29,6 +31,19 @@ ElementType element_type_of(c10::ScalarType type) {
     default: break;
   }
   TORCH_CHECK_TYPE(false, "tpu does not support dtype ", type);
+}
+
+ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indices) {
+  at::native::ResultTypeState state = {};
+  for (size_t i : indices) {
+    const c10::IValue& v = c.arg(i);
+    if (v.isTensor()) {
+      state = at::native::update_result_type_state(v.toTensor(), state);
+    } else if (v.isScalar()) {
+      state = at::native::update_result_type_state(v.toScalar(), state);
+    }
+  }
+  return element_type_of(at::native::result_type(state));
 }
 
 double OpContext::scalar(size_t i) const {

@@ -80,6 +80,9 @@ class OpContext {
   std::vector<int64_t> dims(size_t i, int64_t rank) const;
 };
 
+// at::result_type over arguments `indices` of `c` (tensors and numbers), for OpContext::promoted overrides.
+ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indices);
+
 using LoweringRule = std::function<std::vector<Value>(OpContext&)>;
 // Rewrites an op's arguments before anything else looks at them (device checks, meta kernels, the rule).
 using ArgumentPrep = std::function<void(std::vector<c10::IValue>& args)>;
