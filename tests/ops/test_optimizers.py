@@ -81,9 +81,9 @@ def test_adamw_step_over_30_params_is_a_handful_of_executions():
 def test_changing_learning_rate_compiles_nothing_and_keeps_meta_cache_bounded():
     params = _many_params(4)
     opt = torch.optim.AdamW(params, lr=1e-3, fused=True)
-    for _ in range(3):
+    for _ in range(3):  # warm-up steps, each a step boundary as in the loop below
         opt.step()
-    torch.tpu.synchronize()
+        torch.tpu.synchronize()
     compiles = torch_tpu.metrics()["compiles"]
     for step in range(20):
         for group in opt.param_groups:
