@@ -204,6 +204,15 @@ void divide(const std::vector<at::Tensor>& results, int size) {
   }
 }
 
+// Completion of a reduction: AVG's division by the group size on the host results, then the copy back.
+std::function<void()> finish_reduction(std::shared_ptr<Stage> st, std::vector<at::Tensor> results, ReducePlan plan,
+                                       int size) {
+  return [st, results, plan, size] {
+    if (plan.average) divide(results, size);
+    st->finish();
+  };
+}
+
 template <class Opts>
 Opts with_op(const Opts& opts, const ReducePlan& plan) {
   Opts o = opts;
@@ -451,11 +460,7 @@ WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::
   auto plan = plan_reduce(opts.reduceOp, host);
   auto work = host_->allreduce(host, with_op(opts, plan));
   st->back(tensors, host);
-  const int size = size_;
-  return launch(OpType::ALLREDUCE, work, tensors, [st, host, plan, size] {
-    if (plan.average) divide(host, size);
-    st->finish();
-  });
+  return launch(OpType::ALLREDUCE, work, tensors, finish_reduction(st, host, plan, size_));
 }
 
 WorkPtr TpuDistBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -467,11 +472,7 @@ WorkPtr TpuDistBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   auto plan = plan_reduce(opts.reduceOp, host);
   auto work = host_->allreduce_coalesced(host, with_op(opts, plan));
   st->back(tensors, host);
-  const int size = size_;
-  return launch(OpType::ALLREDUCE_COALESCED, work, tensors, [st, host, plan, size] {
-    if (plan.average) divide(host, size);
-    st->finish();
-  });
+  return launch(OpType::ALLREDUCE_COALESCED, work, tensors, finish_reduction(st, host, plan, size_));
 }
 
 WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
@@ -483,11 +484,9 @@ WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::Red
   auto plan = plan_reduce(opts.reduceOp, host);
   auto work = host_->reduce(host, with_op(opts, plan));
   if (root) st->back(tensors, host);  // other ranks' tensors stay as they were
-  const int size = size_;
-  return launch(OpType::REDUCE, work, tensors, [st, host, plan, size, root] {
-    if (root && plan.average) divide(host, size);
-    st->finish();
-  });
+  // Only the root's results are copied back, so only they are divided for AVG.
+  return launch(OpType::REDUCE, work, tensors,
+                finish_reduction(st, root ? host : std::vector<at::Tensor>{}, plan, size_));
 }
 
 WorkPtr TpuDistBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -576,11 +575,7 @@ WorkPtr TpuDistBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::ve
   auto host_out = st->out(outputs);
   auto work = host_->reduce_scatter(host_out, host_in, with_op(opts, plan));
   st->back(outputs, host_out);
-  const int size = size_;
-  return launch(OpType::REDUCE_SCATTER, work, outputs, [st, host_out, plan, size] {
-    if (plan.average) divide(host_out, size);
-    st->finish();
-  });
+  return launch(OpType::REDUCE_SCATTER, work, outputs, finish_reduction(st, host_out, plan, size_));
 }
 
 WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -593,11 +588,7 @@ WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& inp
   auto host_out = st->out(output);
   auto work = host_->_reduce_scatter_base(host_out, host_in[0], with_op(opts, plan));
   st->back(output, host_out);
-  const int size = size_;
-  return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, [st, host_out, plan, size] {
-    if (plan.average) divide({host_out}, size);
-    st->finish();
-  });
+  return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, finish_reduction(st, {host_out}, plan, size_));
 }
 
 WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -611,11 +602,7 @@ WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>&
   auto host_out = st->out(outputs);
   auto work = host_->reduce_scatter_tensor_coalesced(host_out, host_in, with_op(opts, plan));
   st->back(outputs, host_out);
-  const int size = size_;
-  return launch(OpType::COALESCED, work, outputs, [st, host_out, plan, size] {
-    if (plan.average) divide(host_out, size);
-    st->finish();
-  });
+  return launch(OpType::COALESCED, work, outputs, finish_reduction(st, host_out, plan, size_));
 }
 
 WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
