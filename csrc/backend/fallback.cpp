@@ -20,27 +20,6 @@ bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c1
 
 at::Tensor to_host(const at::Tensor& t) { return is_tpu(t) ? copy_device_to_host(t) : t; }
 
-// Host copy of one argument; tensors inside lists are copied element by element (None and undefined stay).
-c10::IValue host_value(const c10::IValue& v) {
-  if (v.isTensor()) return to_host(v.toTensor());
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_host(t));
-    return out;
-  }
-  if (v.isList()) {
-    bool has_tensor = std::any_of(v.toListRef().begin(), v.toListRef().end(),
-                                  [](const c10::IValue& e) { return e.isTensor(); });
-    if (!has_tensor) return v;
-    c10::List<std::optional<at::Tensor>> out;
-    for (const c10::IValue& e : v.toListRef()) {
-      out.push_back(e.isTensor() ? std::optional<at::Tensor>(to_host(e.toTensor())) : std::nullopt);
-    }
-    return out;
-  }
-  return v;
-}
-
 std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
   std::vector<at::Tensor> out;
   if (v.isTensor()) {
@@ -79,15 +58,6 @@ std::string label_of(const c10::OperatorHandle& op) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
-int tpu_device_of(const std::vector<c10::IValue>& args) {
-  for (const auto& v : args) {
-    for (const at::Tensor& t : tensors_of(v)) {
-      if (is_tpu(t)) return t.device().index();
-    }
-  }
-  return -1;
-}
-
 std::mutex g_warn_mu;
 std::set<std::string> g_warned;
 std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::kWarn)};
@@ -101,7 +71,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& arguments = schema.arguments();
   size_t n = arguments.size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
-  int device = tpu_device_of(args);
+  int device = first_tpu_device(args);
   c10::DeviceIndex index = static_cast<c10::DeviceIndex>(std::max(device, 0));
 
   torch::jit::Stack host_stack;
@@ -112,7 +82,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
           args[i].isNone() ? std::nullopt : std::optional<at::Generator>(args[i].toGenerator());
       host_stack.push_back(host_generator_for(gen, index));
     } else {
-      host_stack.push_back(host_value(args[i]));
+      host_stack.push_back(map_tensors(args[i], to_host));
     }
   }
   std::vector<c10::IValue> host_args(host_stack.begin(), host_stack.end());

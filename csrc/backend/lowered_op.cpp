@@ -47,25 +47,6 @@ at::Tensor to_meta(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
-c10::IValue meta_of(const c10::IValue& v) {
-  if (v.isTensor()) return to_meta(v.toTensor());
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_meta(t));
-    return out;
-  }
-  // Any tensor element, not only the first: index lists may start with None.
-  if (v.isList() && std::any_of(v.toListRef().begin(), v.toListRef().end(),
-                                [](const c10::IValue& e) { return e.isTensor(); })) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const c10::IValue& e : v.toListRef()) {
-      out.push_back(e.isTensor() ? std::optional<at::Tensor>(to_meta(e.toTensor())) : std::nullopt);
-    }
-    return out;
-  }
-  return v;
-}
-
 // What PyTorch's meta kernel says an op returns: per output tensor, its dtype and sizes (or undefined/None).
 struct OutType {
   bool defined = false;
@@ -143,21 +124,9 @@ std::mutex g_meta_mu;
 std::unordered_map<std::string, std::vector<OutType>> g_meta_cache;
 constexpr size_t kMetaCacheLimit = 8192;
 
-// Index of the first tpu tensor's device among [begin, end), or -1.
-template <class It>
-int first_tpu_device(It begin, It end) {
-  int device = -1;
-  for (It it = begin; it != end; ++it) {
-    for_each_tensor(*it, [&](const at::Tensor& t) {
-      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && device < 0) device = t.device().index();
-    });
-  }
-  return device;
-}
-
 // The tpu device the op runs on; checks every other tensor is on it (CPU scalars excepted, as on CUDA).
 int op_device(const std::vector<c10::IValue>& args) {
-  int device = first_tpu_device(args.begin(), args.end());
+  int device = first_tpu_device(args);
   TORCH_INTERNAL_ASSERT(device >= 0, "tpu kernel called without a tpu tensor");
   for (const auto& v : args) {
     for_each_tensor(v, [&](const at::Tensor& t) {
@@ -218,6 +187,35 @@ std::string op_label(const c10::OperatorHandle& op) {
 }
 
 }  // namespace
+
+c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  if (v.isTensor()) return fn(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(fn(t));
+    return out;
+  }
+  // Any tensor element, not only the first: index lists may start with None.
+  if (v.isList() && std::any_of(v.toListRef().begin(), v.toListRef().end(),
+                                [](const c10::IValue& e) { return e.isTensor(); })) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef()) {
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(fn(e.toTensor())) : std::nullopt);
+    }
+    return out;
+  }
+  return v;
+}
+
+int first_tpu_device(const std::vector<c10::IValue>& args) {
+  int device = -1;
+  for (const auto& v : args) {
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && device < 0) device = t.device().index();
+    });
+  }
+  return device;
+}
 
 void count_fallback(const c10::OperatorHandle& op) { count(g_fallbacks, op_label(op)); }
 
@@ -283,7 +281,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (!cached) {
     torch::jit::Stack meta_stack;
-    for (const auto& a : args) meta_stack.push_back(meta_of(a));
+    for (const auto& a : args) meta_stack.push_back(map_tensors(a, to_meta));
     try {
       op.callBoxed(&meta_stack);
     } catch (const c10::NotImplementedError&) {

@@ -4,6 +4,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <functional>
+
 namespace torch_tpu {
 
 // Boxed kernel registered for every overload the lowering table names. Falls back to the CPU fallback when the
@@ -17,6 +19,11 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Runs the op through its CPU kernel (tensors copied to the host and back), with tpu generators swapped for
 // their host engines. run_fallback = policy + counting + this; random ops use it directly.
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// `v` with every tensor in it (a tensor, a tensor list, an optional-tensor list) replaced by fn(tensor).
+c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn);
+// The device index of the first tpu tensor among `args`, or -1.
+int first_tpu_device(const std::vector<c10::IValue>& args);
 
 void count_host_op(const c10::OperatorHandle& op);
 void count_fallback(const c10::OperatorHandle& op);

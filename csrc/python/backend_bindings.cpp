@@ -73,25 +73,21 @@ void bind_backend(py::module_& m) {
       throw py::value_error("fallback policy must be error, warn or silent, not '" + policy + "'");
     }
   });
+  // Eager mode names, both ways.
+  static const std::vector<std::pair<std::string, EagerMode>> kModes = {
+      {"debug", EagerMode::kDebug}, {"strict", EagerMode::kStrict}, {"fused", EagerMode::kFused}};
   m.def(
       "_set_eager_mode",
       [](const std::string& mode) {
-        if (mode == "debug") {
-          set_eager_mode(EagerMode::kDebug);
-        } else if (mode == "strict") {
-          set_eager_mode(EagerMode::kStrict);
-        } else if (mode == "fused") {
-          set_eager_mode(EagerMode::kFused);
-        } else {
-          throw py::value_error("eager mode must be debug, strict or fused, not '" + mode + "'");
+        for (const auto& [name, value] : kModes) {
+          if (name == mode) return set_eager_mode(value);
         }
+        throw py::value_error("eager mode must be debug, strict or fused, not '" + mode + "'");
       },
       py::call_guard<py::gil_scoped_release>());
   m.def("_get_eager_mode", []() -> std::string {
-    switch (eager_mode()) {
-      case EagerMode::kDebug: return "debug";
-      case EagerMode::kStrict: return "strict";
-      case EagerMode::kFused: return "fused";
+    for (const auto& [name, value] : kModes) {
+      if (value == eager_mode()) return name;
     }
     return "debug";
   });
