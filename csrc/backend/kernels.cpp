@@ -107,7 +107,7 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking
   bool dst_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == c10::DeviceType::PrivateUse1;
   if (dst_tpu && src_tpu && self.device() == src.device()) {
-    with_program(self.device().index(), [&](TensorProgram& p) { p.write(self, p.read(src)); });
+    record_same_device_copy(self, src);
     return self;
   }
   if (dst_tpu && src_tpu) {  // between tpu devices: through the host

@@ -153,11 +153,18 @@ class OpProgram final : public OpContext {
         outs_(outs),
         node_(node),
         facts_(facts) {}
+  ~OpProgram() override {
+    for (int i : value_reads_) facts_.runtime_args.erase(i);  // a value that steered the rule stays in the key
+  }
 
   const std::string& op_name() const override { return name_; }
   size_t num_args() const override { return args_.size(); }
-  const c10::IValue& arg(size_t i) const override { return args_.at(i); }
-  Value tensor(size_t i) override { return read(args_.at(i).toTensor(), i, -1); }
+  const c10::IValue& arg(size_t i) const override {
+    value_reads_.insert(static_cast<int>(i));
+    return args_.at(i);
+  }
+  const c10::IValue& inspect(size_t i) const override { return args_.at(i); }
+  Value tensor(size_t i) override { return read(args_.at(i).toTensor(), i, -1); }  // a CPU scalar: at run time
   std::vector<Value> tensor_list(size_t i) override {
     std::vector<Value> out;
     int k = 0;
@@ -211,6 +218,7 @@ class OpProgram final : public OpContext {
   const std::vector<OutType>& outs_;
   int node_;
   OpFacts& facts_;
+  mutable std::set<int> value_reads_;
 };
 
 // A view of `t`'s storage with its sizes, strides and offset as they are now (later metadata changes to `t`, such
@@ -295,6 +303,21 @@ int first_tpu_device(const std::vector<c10::IValue>& args) {
     });
   }
   return device;
+}
+
+void record_same_device_copy(const at::Tensor& self, const at::Tensor& src) {
+  RecordedOp rec;
+  rec.structure = "copy_(";
+  append_tensor_structure(rec.structure, self);
+  append_tensor_structure(rec.structure, src);
+  rec.structure += ')';
+  rec.tensors = {snapshot(self), snapshot(src)};
+  rec.written = {true, false};
+  rec.args = {rec.tensors[0], rec.tensors[1]};
+  rec.lower = [](TensorProgram& program, const RecordedOp& op, int, OpFacts&) {
+    program.write(op.tensors[0], program.read(op.tensors[1]));
+  };
+  record_op(self.device().index(), std::move(rec));
 }
 
 void count_fallback(const c10::OperatorHandle& op) { count(g_fallbacks, op_label(op)); }

@@ -20,6 +20,9 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // their host engines. run_fallback = policy + counting + this; random ops use it directly.
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// self.copy_(src) between tensors of one tpu device, recorded for the structural cache like a lowered op.
+void record_same_device_copy(const at::Tensor& self, const at::Tensor& src);
+
 // `v` with every tensor in it (a tensor, a tensor list, an optional-tensor list) replaced by fn(tensor).
 c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn);
 // The device index of the first tpu tensor among `args`, or -1.

@@ -23,7 +23,7 @@ namespace torch_tpu {
 // their values stay out of the structural key), whether it baked numbers it computed itself (then every number
 // argument is part of the key), and whether it writes arguments its schema does not mark as written.
 struct OpFacts {
-  std::set<int> runtime_args;
+  std::set<int> runtime_args;  // taken at run time and never read by value
   bool pinned = false;
   bool updates_args = false;
   bool operator==(const OpFacts& o) const {

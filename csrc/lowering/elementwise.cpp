@@ -63,7 +63,7 @@ void check_fits(const c10::Scalar& v, at::ScalarType t) {
 
 // Number argument i converted to the result's dtype.
 void check_number_arg(OpContext& c, size_t i) {
-  if (!c.has(i) || c.is_tensor(i) || !c.arg(i).isScalar()) return;
+  if (!c.has(i) || c.is_tensor(i) || !c.inspect(i).isScalar()) return;
   at::ScalarType t = at::kFloat;
   switch (c.out(0).dtype) {
     case ElementType::kPred: t = at::kBool; break;
@@ -135,7 +135,7 @@ std::pair<Value, Value> cast_operands(OpContext& c, ElementType t, size_t i = 0,
 // A Python number or a 0-d CPU tensor.
 bool cpu_scalar(OpContext& c, size_t i) {
   if (!c.is_tensor(i)) return true;
-  const at::Tensor& t = c.arg(i).toTensor();
+  const at::Tensor& t = c.inspect(i).toTensor();
   return t.is_cpu() && t.dim() == 0;
 }
 
@@ -223,7 +223,7 @@ LoweringRule add_like(const std::string& op) {
     TensorType o = c.out(0);
     ElementType t = opmath_type(o.dtype);
     auto [a, b] = cast_operands(c, t);
-    if (c.has(2) && c.scalar(2) != 1.0) b = c.b.binary("stablehlo.multiply", b, scalar_in_result_type(c, 2, t));
+    if (c.has(2) && !c.is_unit(2)) b = c.b.binary("stablehlo.multiply", b, scalar_in_result_type(c, 2, t));
     return {to_result(c, c.b.binary(op, a, b))};
   };
 }
@@ -341,7 +341,7 @@ V div_rule(OpContext& c) {
 V pow_rule(OpContext& c) {
   TensorType o = c.out(0);
   HloBuilder& b = c.b;
-  bool all_bool = o.dtype == ElementType::kPred || (is_bool_arg(c.arg(0)) && is_bool_arg(c.arg(1)));
+  bool all_bool = o.dtype == ElementType::kPred || (is_bool_arg(c.inspect(0)) && is_bool_arg(c.inspect(1)));
   TORCH_CHECK_NOT_IMPLEMENTED(!all_bool, "\"pow\" not implemented for 'Bool'");
   bool integral = !is_floating(o.dtype) && !is_complex(o.dtype);
   if (c.is_tensor(0) && !c.is_tensor(1)) check_number_arg(c, 1);  // PyTorch converts the exponent to the dtype
@@ -422,7 +422,7 @@ LoweringRule addc(const std::string& op) {  // self + value * (t1 op t2)
     TensorType o = compute_out(c);
     Value s = c.operand(0, o.dtype, o.dims), t1 = c.operand(1, o.dtype, o.dims), t2 = c.operand(2, o.dtype, o.dims);
     Value prod = c.b.binary(op, t1, t2);
-    if (c.has(3) && c.scalar(3) != 1.0) prod = c.b.binary("stablehlo.multiply", prod, scalar_in_result_type(c, 3, o.dtype));
+    if (c.has(3) && !c.is_unit(3)) prod = c.b.binary("stablehlo.multiply", prod, scalar_in_result_type(c, 3, o.dtype));
     return {to_result(c, c.b.binary("stablehlo.add", s, prod))};
   };
 }
@@ -511,7 +511,7 @@ void add_elementwise_rules(Rows& rows) {
                     TensorType o = c.out(0);
                     ElementType t = opmath_type(o.dtype);
                     auto [a, b] = cast_operands(c, t);
-                    if (c.has(2) && c.scalar(2) != 1.0) a = c.b.binary("stablehlo.multiply", a, scalar_in_result_type(c, 2, t));
+                    if (c.has(2) && !c.is_unit(2)) a = c.b.binary("stablehlo.multiply", a, scalar_in_result_type(c, 2, t));
                     return {to_result(c, c.b.binary("stablehlo.subtract", b, a))};
                   }, add_checks(true)});
   rows.push_back({{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, [](OpContext& c) -> V {

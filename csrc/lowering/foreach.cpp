@@ -69,7 +69,7 @@ class ElementContext final : public OpContext {
         args_.push_back(m.fixed);
         continue;
       }
-      const c10::IValue& v = shared_.parent.arg(static_cast<size_t>(m.source));
+      const c10::IValue& v = shared_.parent.inspect(static_cast<size_t>(m.source));
       if (is_tensor_list(v)) {
         args_.push_back(v.toTensorVector().at(k_));
       } else if (is_scalar_list(v)) {
@@ -82,12 +82,17 @@ class ElementContext final : public OpContext {
 
   const std::string& op_name() const override { return name_; }
   size_t num_args() const override { return args_.size(); }
-  const c10::IValue& arg(size_t i) const override { return args_.at(i); }
+  const c10::IValue& arg(size_t i) const override {
+    const ArgFrom& m = mapping_.at(i);
+    if (m.source >= 0) (void)shared_.parent.arg(static_cast<size_t>(m.source));  // the value is used: say so
+    return args_.at(i);
+  }
+  const c10::IValue& inspect(size_t i) const override { return args_.at(i); }
   Value tensor(size_t i) override {
     const ArgFrom& m = mapping_.at(i);
     TORCH_INTERNAL_ASSERT(m.source >= 0, name_, ": argument ", i, " is not a tensor");
     size_t s = static_cast<size_t>(m.source);
-    if (is_tensor_list(shared_.parent.arg(s))) return shared_.list(s).at(k_);
+    if (is_tensor_list(shared_.parent.inspect(s))) return shared_.list(s).at(k_);
     return shared_.single(s);
   }
   std::vector<Value> tensor_list(size_t i) override {
@@ -106,7 +111,7 @@ class ElementContext final : public OpContext {
   }
   Value runtime_operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) override {
     const ArgFrom& m = mapping_.at(i);
-    if (m.source >= 0 && is_scalar_list(shared_.parent.arg(static_cast<size_t>(m.source)))) {
+    if (m.source >= 0 && is_scalar_list(shared_.parent.inspect(static_cast<size_t>(m.source)))) {
       const Value& all = shared_.scalar_list(static_cast<size_t>(m.source));
       int64_t k = static_cast<int64_t>(k_);
       Value one = b.reshape(b.slice(all, {k}, {k + 1}), {});

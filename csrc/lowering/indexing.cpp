@@ -253,7 +253,7 @@ LoweringRule index_along_rule(Along kind) {
       upd = c.operand(3, s.type.dtype, upd_dims);
     } else {
       upd = c.b.reshape(c.b.convert(c.tensor(3), s.type.dtype), upd_dims);
-      if (kind == Along::kAdd && c.has(4) && c.scalar(4) != 1.0) {
+      if (kind == Along::kAdd && c.has(4) && !c.is_unit(4)) {
         upd = c.b.binary("stablehlo.multiply", upd, c.operand(4, s.type.dtype, upd_dims));
       }
     }

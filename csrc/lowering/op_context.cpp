@@ -36,7 +36,7 @@ ElementType element_type_of(c10::ScalarType type) {
 ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indices) {
   at::native::ResultTypeState state = {};
   for (size_t i : indices) {
-    const c10::IValue& v = c.arg(i);
+    const c10::IValue& v = c.inspect(i);
     if (v.isTensor()) {
       state = at::native::update_result_type_state(v.toTensor(), state);
     } else if (v.isScalar()) {
@@ -59,7 +59,7 @@ int64_t OpContext::integer(size_t i) const {
 }
 
 std::vector<c10::Scalar> OpContext::number_list(size_t i) const {
-  const c10::IValue& v = arg(i);
+  const c10::IValue& v = inspect(i);
   std::vector<c10::Scalar> out;
   if (v.isDoubleList()) {
     for (double d : v.toDoubleList()) out.emplace_back(d);

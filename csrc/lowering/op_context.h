@@ -24,7 +24,10 @@ class OpContext {
 
   virtual const std::string& op_name() const = 0;
   virtual size_t num_args() const = 0;
+  // Argument i. Reading a number argument here counts as using its value (the structural cache then keys on it);
+  // inspect(i) is for looking at an argument's kind, dtype or shape only.
   virtual const c10::IValue& arg(size_t i) const = 0;
+  virtual const c10::IValue& inspect(size_t i) const { return arg(i); }
   // Tensor argument i as a value of its own dtype and shape (a CPU scalar tensor becomes a constant).
   virtual Value tensor(size_t i) = 0;
   virtual std::vector<Value> tensor_list(size_t i) = 0;
@@ -67,9 +70,12 @@ class OpContext {
   // Argument helpers.
   // False for None and for undefined tensors (autograd passes absent optional tensors, e.g. a bias, that way).
   bool has(size_t i) const {
-    return i < num_args() && !arg(i).isNone() && !(arg(i).isTensor() && !arg(i).toTensor().defined());
+    return i < num_args() && !inspect(i).isNone() && !(inspect(i).isTensor() && !inspect(i).toTensor().defined());
   }
-  bool is_tensor(size_t i) const { return i < num_args() && arg(i).isTensor(); }
+  bool is_tensor(size_t i) const { return i < num_args() && inspect(i).isTensor(); }
+  // Number argument i is present and equals 1: for skipping a multiply by alpha/value. An inspection, not a use of
+  // the value: the general path (a runtime number) must be right for every value, 1 included.
+  bool is_unit(size_t i) const { return has(i) && !is_tensor(i) && inspect(i).toScalar().equal(1); }
   double scalar(size_t i) const;
   int64_t integer(size_t i) const;
   bool flag(size_t i) const { return arg(i).toBool(); }
