@@ -59,6 +59,11 @@ class DeviceData {
     std::lock_guard<std::mutex> lock(mu_);
     return buffer_;
   }
+  // As raw_buffer(), for a caller that holds donation_mutex() exclusively.
+  std::shared_ptr<Buffer> raw_buffer_donating() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return buffer_;
+  }
   void raw_set_buffer(std::shared_ptr<Buffer> buffer) {
     if (buffer && unbooked_.exchange(false)) book_bytes(true);  // first contents of a deferred storage
     std::lock_guard<std::mutex> lock(mu_);

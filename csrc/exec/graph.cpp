@@ -220,11 +220,20 @@ void run_recording(int device, Recording& rec) {
   std::vector<std::shared_ptr<Buffer>> buffers(rec.slots.size());
   std::vector<bool> alive(rec.slots.size());
   std::set<const void*> donatable;
+  // Donation is decided and the new buffers put in place under the donation lock (see device_data.h), so no
+  // reader can take a buffer between the decision and the swap.
+  std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);
+  for (const Slot& s : rec.slots) {
+    if (s.written) {
+      donating.lock();
+      break;
+    }
+  }
   for (size_t i = 0; i < rec.slots.size(); ++i) {
     const Slot& s = rec.slots[i];
     // Alive = held by something besides this recording's snapshots (a user tensor, a view, autograd).
     alive[i] = static_cast<int>(s.snapshot->storage().use_count()) > s.snapshots;
-    buffers[i] = s.data->raw_buffer();
+    buffers[i] = donating.owns_lock() ? s.data->raw_buffer_donating() : s.data->raw_buffer();
     key += alive[i] ? 'A' : 'D';
     if (buffers[i]) {
       key += std::to_string(static_cast<int>(buffers[i]->element_type()));
@@ -261,11 +270,7 @@ void run_recording(int device, Recording& rec) {
     }
     std::vector<const void*> targets;
     for (int t : hit->target_slots) targets.push_back(rec.slots.at(static_cast<size_t>(t)).data);
-    std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);
-    if (hit->donates) {
-      donating.lock();
-      runtime_counters().donations += static_cast<int64_t>(donatable.size());
-    }
+    if (hit->donates) runtime_counters().donations += static_cast<int64_t>(donatable.size());
     buffers.clear();  // the program's arguments hold what it reads; donated buffers must not be held here
     execute_plan(device, *hit->plan.exe, args, targets, hit->plan.checks, donating, [&] { reset_membership(rec); });
     return;
@@ -273,6 +278,7 @@ void run_recording(int device, Recording& rec) {
 
   runtime_counters().graph_cache_misses++;
   buffers.clear();
+  if (donating.owns_lock()) donating.unlock();  // lowering reads buffers; run() decides again under the lock
   bool facts_changed = false;
   ProgramPlan plan;
   {

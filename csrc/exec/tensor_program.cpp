@@ -258,7 +258,7 @@ void TensorProgram::run(ProgramPlan* plan) {
     // argument list): an in-place update then reuses the buffer instead of copying the storage.
     bool same_type = s->buffer && s->buffer->element_type() == s->value.type.dtype &&
                      s->buffer->dims() == s->value.type.dims;
-    bool unshared = donatable_ ? donatable_->count(s->data) > 0 : s->buffer.use_count() == 3;
+    bool unshared = s->buffer.use_count() == 3 && (!donatable_ || donatable_->count(s->data) > 0);
     if (s->arg_index >= 0 && same_type && unshared) {
       b_.set_alias(static_cast<size_t>(s->arg_index), static_cast<int>(results.size()));
       runtime_counters().donations++;
