@@ -148,6 +148,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", default=None, help="write the per-entry results and totals here")
     p.add_argument("--markdown", default=None, help="write the report (like docs/op_coverage.md) here")
     p.add_argument("--fallback-notes", default=None, help="write every fallback op with all entries it blocks here")
+    p.add_argument("--report-only", default=None, metavar="JSON", help="no run: write the reports from a --json file")
     p.add_argument("-v", "--verbose", action="store_true", help="print every non-passing check as it finishes")
     return p.parse_args(argv)
 
@@ -158,10 +159,26 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
+def load(path: str) -> dict[str, Any]:
+    """A --json file, or the .partial.jsonl of an unfinished run (totals recomputed, wall time unknown)."""
+    if not path.endswith(".jsonl"):
+        with open(path) as f:
+            return json.load(f)
+    results: Results = {}
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            entry, dtype, direction = rec.pop("entry"), rec.pop("dtype"), rec.pop("direction")
+            results.setdefault(entry, {}).setdefault(dtype, {})[direction] = rec
+    meta = {"torch": torch.__version__, "samples": "?", "jobs": "?", "entries": len(results), "wall_s": 0.0}
+    meta.update(machine="-", date="partial run", command=f"(partial results from {path})")
+    return {"meta": meta, "totals": totals(results), "results": results}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    data = run(args)
-    if args.json:
+    data = load(args.report_only) if args.report_only else run(args)
+    if args.json and not args.report_only:
         _write(args.json, json.dumps(data, indent=1, sort_keys=False) + "\n")
         os.unlink(args.json + ".partial.jsonl")
     if args.markdown:

@@ -148,7 +148,7 @@ class Pool:
             if rest:
                 queue.appendleft(Task(task.entry, task.dtype, rest, task.samples))
         w.conn.close()
-        self.workers[self.workers.index(w)] = self._spawn()
+        self.workers.remove(w)  # replaced when there is work for it (run's loop)
 
     def _handle(self, w: _Worker, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
@@ -172,6 +172,8 @@ class Pool:
         self.workers = [self._spawn() for _ in range(min(self.jobs, max(1, len(tasks))))]
         try:
             while queue or any(w.task is not None for w in self.workers):
+                while queue and len(self.workers) < self.jobs and all(w.task is not None for w in self.workers):
+                    self.workers.append(self._spawn())
                 for w in self.workers:
                     if w.task is None and queue:
                         self._assign(w, queue.popleft())
@@ -199,7 +201,10 @@ class Pool:
     def close(self) -> None:
         for w in self.workers:
             try:
-                w.conn.send(None)
+                if w.ready or w.conn.poll():
+                    w.conn.send(None)
+                else:
+                    w.process.kill()  # still importing: nothing to finish
             except (OSError, ValueError):
                 pass
         for w in self.workers:
