@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from torch_tpu.tools.opinfo_check import Mismatch, compare
+from torch_tpu.tools.opinfo_report import blockers, markdown, totals
 
 pytest.importorskip("expecttest")
 
@@ -63,6 +64,25 @@ def test_compare_flags_wrong_values() -> None:
         compare(expected.double().to("tpu"), expected, "out")
     with pytest.raises(Mismatch, match="result on cpu"):
         compare(expected, expected, "out")
+
+
+def test_report_counts_and_ranks_blockers() -> None:
+    def rec(status: str, *ops: str) -> dict[str, Any]:
+        return {"status": status, "reason": "why" if status != "pass" else "", "fallback_ops": dict.fromkeys(ops, 1)}
+
+    results = {
+        "a": {"float32": {"forward": rec("fallback", "aten::x", "aten::y"), "backward": rec("pass")}},
+        "b": {"float32": {"forward": rec("fallback", "aten::y"), "backward": rec("mismatch")}},
+        "c": {"float32": {"forward": rec("crash")}, "bfloat16": {"forward": rec("skipped")}},
+    }
+    tot = totals(results)
+    assert tot["float32"]["forward"]["fallback"] == 2 and tot["float32"]["forward"]["crash"] == 1
+    assert tot["float32"]["backward"]["pass"] == 1 and tot["float32"]["backward"]["mismatch"] == 1
+    assert tot["bfloat16"]["forward"]["skipped"] == 1
+    assert [(op, names) for op, names, _ in blockers(results)] == [("aten::y", ["a", "b"]), ("aten::x", ["a"])]
+    meta = {"torch": "t", "samples": 6, "command": "c", "entries": 3, "jobs": 2, "wall_s": 60.0, "machine": "m"}
+    text = markdown({"meta": {**meta, "date": "d"}, "totals": tot, "results": results})
+    assert "| b | float32 | backward | mismatch | why |" in text and "| c | float32 | forward | crash | why |" in text
 
 
 def test_pool_isolates_crash_and_hang(tmp_path: Path) -> None:

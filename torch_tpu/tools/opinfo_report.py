@@ -42,8 +42,9 @@ def failures(results: Results) -> list[tuple[str, str, str, dict[str, Any]]]:
     return [(e, dt, d, r) for e, dt, d, r in records(results) if r["status"] in FAILING]
 
 
-def _reason(r: dict[str, Any]) -> str:
+def _reason(r: dict[str, Any], limit: int = 200) -> str:
     text = str(r.get("reason", "")).replace("|", "\\|").replace("\n", " ")
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
     if r.get("max_abs_diff") is not None:
         text = f"max abs diff {r['max_abs_diff']:.3g}; {text}"
     if r.get("fallback_ops"):
