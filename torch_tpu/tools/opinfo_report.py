@@ -27,15 +27,29 @@ def totals(results: Results) -> dict[str, dict[str, dict[str, int]]]:
 def blockers(results: Results) -> list[tuple[str, list[str], list[str]]]:
     """Fallback ops ranked by how many entries they block: (op, entries, dtype/direction keys)."""
     entries: dict[str, set[str]] = defaultdict(set)
-    where: dict[str, set[str]] = defaultdict(set)
+    where: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"forward": [], "backward": []})
     for e, dt, d, r in records(results):
         if r["status"] != "fallback":
             continue
         for op in r.get("fallback_ops", {}):
             entries[op].add(e)
-            where[op].add(f"{dt} {'fwd' if d == 'forward' else 'bwd'}")
+            if _SHORT.get(dt, dt) not in where[op][d]:
+                where[op][d].append(_SHORT.get(dt, dt))
     ranked = sorted(entries, key=lambda op: (-len(entries[op]), op))
-    return [(op, sorted(entries[op]), sorted(where[op])) for op in ranked]
+    return [(op, sorted(entries[op]), _where(where[op])) for op in ranked]
+
+
+_SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int64": "i64", "int32": "i32", "int16": "i16"}
+_SHORT.update(int8="i8", uint8="u8", bool="bool")
+
+
+def _where(by_direction: dict[str, list[str]]) -> list[str]:
+    order = list(_SHORT.values())
+    return [
+        f"{'fwd' if d == 'forward' else 'bwd'}: {' '.join(sorted(dts, key=order.index))}"
+        for d, dts in by_direction.items()
+        if dts
+    ]
 
 
 def failures(results: Results) -> list[tuple[str, str, str, dict[str, Any]]]:
