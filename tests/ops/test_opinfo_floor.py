@@ -85,6 +85,21 @@ def test_report_counts_and_ranks_blockers() -> None:
     assert "| b | float32 | backward | mismatch | why |" in text and "| c | float32 | forward | crash | why |" in text
 
 
+def test_select_and_plan() -> None:
+    from torch_tpu.tools.opinfo import plan, select
+
+    assert select("max,sum", None) == ["max.reduction_with_dim", "max.reduction_no_dim", "max.binary", "sum"]
+    assert "nn.functional.conv2d" in select("nn.functional.conv*", None)
+    assert len(select(None, "ci")) == 71
+    tasks = plan(["add", "eq"], ["float32", "bool"], ["float32"], 3)
+    assert [(t.entry, t.dtype, t.directions) for t in tasks] == [
+        ("add", "float32", ["forward", "backward"]),
+        ("eq", "float32", ["forward", "backward"]),
+        ("add", "bool", ["forward"]),
+        ("eq", "bool", ["forward"]),
+    ]
+
+
 def test_pool_isolates_crash_and_hang(tmp_path: Path) -> None:
     """An aborting entry is recorded as crash, a hanging one as timeout; the others still run (workers replaced)."""
     data = _run_cli(

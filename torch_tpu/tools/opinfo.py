@@ -140,7 +140,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m torch_tpu.tools.opinfo", description=__doc__.split("\n")[0])
     p.add_argument("--dtypes", default="all", help=f"comma list of {', '.join(DTYPES)}, or 'all' (default)")
     p.add_argument("--bwd-dtypes", default=None, help="dtypes also checked backward (default: the float ones)")
-    p.add_argument("--ops", default=None, help="comma list of entry names or glob patterns (e.g. 'nn.functional.*')")
+    p.add_argument(
+        "--ops",
+        default=None,
+        help="comma list of entry names (a name also selects its variants) or glob patterns ('nn.functional.*')",
+    )
     p.add_argument("--slice", default=None, help=f"a named subset: {', '.join(SLICES)}")
     p.add_argument("--samples", type=int, default=6, help="first N sample inputs per entry and dtype (default 6)")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
