@@ -180,7 +180,10 @@ def _backward(op: Any, sample: Any, fallbacks: dict[str, int]) -> bool:
         return False
     gen = torch.Generator().manual_seed(GRAD_SEED)
     seeds = [torch.randn(t.shape, generator=gen, dtype=t.dtype) for t in expected]
-    cpu_grads = torch.autograd.grad(expected, cpu_leaves, seeds, allow_unused=True)
+    try:
+        cpu_grads = torch.autograd.grad(expected, cpu_leaves, seeds, allow_unused=True)
+    except Exception as err:  # noqa: BLE001  (CPU PyTorch cannot differentiate this sample)
+        raise CpuFailed(_first_line(err)) from None
     torch.manual_seed(RUN_SEED)
     out = process(op(tpu_input, *tpu_args, **tpu_kwargs))
     actual = [t for t in _tensors(out) if t.requires_grad and t.is_floating_point()]
