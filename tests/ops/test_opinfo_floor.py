@@ -1,0 +1,155 @@
+"""OpInfo conformance floor: a representative slice of PyTorch's op_db (torch_tpu.tools.opinfo_slices.CI) must keep
+at least the checked-in number of passes (no CPU fallback) per dtype and direction, and may not crash, hang, or
+produce a mismatch that is not already known (tests/ops/opinfo_floor.json).
+
+After an improvement, raise the floor: `python tests/ops/test_opinfo_floor.py --update [results.json]` (rewrites
+the JSON from a fresh run of the slice, or from the --json output of one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from torch_tpu.tools.opinfo_check import Mismatch, compare
+from torch_tpu.tools.opinfo_report import blockers, markdown, totals
+
+pytest.importorskip("expecttest")
+
+ROOT = Path(__file__).resolve().parents[2]
+FLOOR = Path(__file__).with_name("opinfo_floor.json")
+CI_ARGS = ["--slice", "ci", "--dtypes", "float32,bfloat16", "--bwd-dtypes", "float32", "--jobs", "2"]
+
+
+def _run_cli(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None) -> dict[str, Any]:
+    out = tmp / "opinfo.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(env_extra or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_tpu.tools.opinfo", *args, "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def _checks(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        f"{e} {dt} {d}": r
+        for e, by_dt in data["results"].items()
+        for dt, by_dir in by_dt.items()
+        for d, r in by_dir.items()
+    }
+
+
+def test_compare_flags_wrong_values() -> None:
+    expected = torch.tensor([1.0, 2.0, float("nan")])
+    compare(expected.to("tpu"), expected, "out")  # equal, nan == nan
+    with pytest.raises(Mismatch) as err:
+        compare((expected + torch.tensor([0.0, 0.5, 0.0])).to("tpu"), expected, "out")
+    assert err.value.max_abs_diff == pytest.approx(0.5)
+    with pytest.raises(Mismatch, match="dtype"):
+        compare(expected.double().to("tpu"), expected, "out")
+    with pytest.raises(Mismatch, match="result on cpu"):
+        compare(expected, expected, "out")
+
+
+def test_report_counts_and_ranks_blockers() -> None:
+    def rec(status: str, *ops: str) -> dict[str, Any]:
+        return {"status": status, "reason": "why" if status != "pass" else "", "fallback_ops": dict.fromkeys(ops, 1)}
+
+    results = {
+        "a": {"float32": {"forward": rec("fallback", "aten::x", "aten::y"), "backward": rec("pass")}},
+        "b": {"float32": {"forward": rec("fallback", "aten::y"), "backward": rec("mismatch")}},
+        "c": {"float32": {"forward": rec("crash")}, "bfloat16": {"forward": rec("skipped")}},
+    }
+    tot = totals(results)
+    assert tot["float32"]["forward"]["fallback"] == 2 and tot["float32"]["forward"]["crash"] == 1
+    assert tot["float32"]["backward"]["pass"] == 1 and tot["float32"]["backward"]["mismatch"] == 1
+    assert tot["bfloat16"]["forward"]["skipped"] == 1
+    assert [(op, names) for op, names, _ in blockers(results)] == [("aten::y", ["a", "b"]), ("aten::x", ["a"])]
+    meta = {"torch": "t", "samples": 6, "command": "c", "entries": 3, "jobs": 2, "wall_s": 60.0, "machine": "m"}
+    text = markdown({"meta": {**meta, "date": "d"}, "totals": tot, "results": results})
+    assert "| b | float32 | backward | mismatch | why |" in text and "| c | float32 | forward | crash | why |" in text
+
+
+def test_select_and_plan() -> None:
+    from torch_tpu.tools.opinfo import plan, select
+
+    assert select("max,sum", None) == ["max.reduction_with_dim", "max.reduction_no_dim", "max.binary", "sum"]
+    assert "nn.functional.conv2d" in select("nn.functional.conv*", None)
+    assert len(select(None, "ci")) == 71
+    tasks = plan(["add", "eq"], ["float32", "bool"], ["float32"], 3)
+    assert [(t.entry, t.dtype, t.directions) for t in tasks] == [
+        ("add", "float32", ["forward", "backward"]),
+        ("eq", "float32", ["forward", "backward"]),
+        ("add", "bool", ["forward"]),
+        ("eq", "bool", ["forward"]),
+    ]
+
+
+def test_pool_isolates_crash_and_hang(tmp_path: Path) -> None:
+    """An aborting entry is recorded as crash, a hanging one as timeout; the others still run (workers replaced)."""
+    data = _run_cli(
+        ["--ops", "abs,neg,exp", "--dtypes", "float32", "--bwd-dtypes", "", "--timeout", "10", "--jobs", "2"],
+        tmp_path,
+        {"TORCH_TPU_OPINFO_SELFTEST": "crash:neg,hang:exp"},
+    )
+    status = {e: r["float32"]["forward"]["status"] for e, r in data["results"].items()}
+    assert status == {"abs": "pass", "neg": "crash", "exp": "timeout"}, status
+    assert "selftest: aborting in neg" in data["results"]["neg"]["float32"]["forward"]["reason"]
+
+
+def test_ci_slice_meets_floor(tmp_path: Path) -> None:
+    floor = json.loads(FLOOR.read_text())
+    data = _run_cli(CI_ARGS, tmp_path)
+    checks = _checks(data)
+    crashed = {k: r["reason"] for k, r in checks.items() if r["status"] in ("crash", "timeout")}
+    assert not crashed, f"crashed or hung: {crashed}"
+    known = set(floor["known_mismatch"])
+    new_mismatch = {k: r["reason"] for k, r in checks.items() if r["status"] == "mismatch" and k not in known}
+    assert not new_mismatch, f"new wrong answers: {new_mismatch}"
+    lost = sorted(k for k in floor["passing"] if checks.get(k, {}).get("status") != "pass")
+    for dtype, by_dir in floor["pass"].items():
+        for direction, want in by_dir.items():
+            got = data["totals"].get(dtype, {}).get(direction, {}).get("pass", 0)
+            assert got >= want, f"{dtype} {direction}: {got} passes < floor {want}; no longer passing: {lost}"
+
+
+def _update_floor(results: str | None) -> None:
+    import tempfile
+
+    if results is not None:
+        data = json.loads(Path(results).read_text())
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = _run_cli(CI_ARGS, Path(tmp))
+    checks = _checks(data)
+    floor = {
+        "about": "tests/ops/test_opinfo_floor.py: passes (no fallback) per dtype/direction on the CI slice",
+        "wall_s": data["meta"]["wall_s"],
+        "pass": {dt: {d: c["pass"] for d, c in by.items()} for dt, by in data["totals"].items()},
+        "known_mismatch": sorted(k for k, r in checks.items() if r["status"] == "mismatch"),
+        "passing": sorted(k for k, r in checks.items() if r["status"] == "pass"),
+    }
+    FLOOR.write_text(json.dumps(floor, indent=1) + "\n")
+    print(json.dumps(floor["pass"]), f"wall {floor['wall_s']} s")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--update"]:
+        _update_floor(sys.argv[2] if len(sys.argv) > 2 else None)
+    else:
+        print(__doc__)
