@@ -169,7 +169,7 @@ def test_backward_through_autocast():
             loss = F.cross_entropy(model(x.to(device)), y.to(device))
         assert loss.dtype == torch.float32
         loss.backward()
-    for p_cpu, p_tpu in zip(ref.parameters(), dev.parameters()):
+    for p_cpu, p_tpu in zip(ref.parameters(), dev.parameters(), strict=True):
         assert p_tpu.grad.dtype == torch.float32
         torch.testing.assert_close(p_tpu.grad.cpu(), p_cpu.grad, rtol=3e-2, atol=3e-2)
 
@@ -214,7 +214,7 @@ def test_non_finite_check_and_unscale_matches_cpu(dtype):
             torch._amp_foreach_non_finite_check_and_unscale_(cpu, found_cpu, inv_cpu)
             torch._amp_foreach_non_finite_check_and_unscale_(tpu, found_tpu, inv_tpu)
             assert found_tpu.item() == found_cpu.item(), (case, start)
-            for c, t in zip(cpu, tpu):
+            for c, t in zip(cpu, tpu, strict=True):
                 assert t.dtype == dtype
                 torch.testing.assert_close(t.cpu(), c, equal_nan=True)
     assert torch_tpu.metrics()["lowered_ops"].get("aten::_amp_foreach_non_finite_check_and_unscale_", 0) > 0
@@ -265,7 +265,7 @@ def test_grad_scaler_matches_cpu():
     assert scales_t == scales_c
     assert len(set(scales_c)) > 1  # the run both skipped steps (backoff) and grew the scale
     torch.testing.assert_close(losses_t, losses_c, rtol=2e-2, atol=2e-2)
-    for a, b in zip(params_t, params_c):
+    for a, b in zip(params_t, params_c, strict=True):
         torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
     counts = torch_tpu.metrics()["lowered_ops"]
     assert counts.get("aten::_amp_update_scale_", 0) > 0
