@@ -128,6 +128,16 @@ V gru_cell_backward(OpContext& c) {  // (grad_hy, workspace, has_bias)
   return out;
 }
 
+// PyTorch's meta kernel for _thnn_fused_lstm_cell reads .device of both biases, so a bias-free cell (bias=False)
+// would fail there: absent biases become zeros of the gates' type (adding them changes nothing).
+void lstm_zero_biases(std::vector<c10::IValue>& args) {
+  const at::Tensor& gates = args.at(0).toTensor();
+  for (size_t i : {size_t{3}, size_t{4}}) {
+    bool absent = args.at(i).isNone() || (args[i].isTensor() && !args[i].toTensor().defined());
+    if (absent) args[i] = at::zeros({gates.size(-1)}, gates.options());
+  }
+}
+
 // Meta kernels for the GRU ops (core has none), with the checks PyTorch's LSTM meta makes.
 void check_gates(const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& hx,
                  const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
@@ -172,7 +182,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
 }  // namespace
 
 void add_rnn_rules(std::vector<LoweringRow>& rows) {
-  rows.push_back({{"_thnn_fused_lstm_cell"}, lstm_cell});
+  rows.push_back({{"_thnn_fused_lstm_cell"}, lstm_cell, lstm_zero_biases});
   rows.push_back({{"_thnn_fused_lstm_cell_backward_impl"}, lstm_cell_backward});
   rows.push_back({{"_thnn_fused_gru_cell"}, gru_cell});
   rows.push_back({{"_thnn_fused_gru_cell_backward"}, gru_cell_backward});
