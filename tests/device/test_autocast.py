@@ -269,3 +269,34 @@ def test_grad_scaler_matches_cpu():
         torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
     counts = torch_tpu.metrics()["lowered_ops"]
     assert counts.get("aten::_amp_update_scale_", 0) > 0
+
+
+def _fused_scaler_run(device: str, steps: int = 5):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+    scaler = torch.amp.GradScaler(device, init_scale=2.0**24, growth_interval=2)
+    x, y = _rand(6, 8).to(device), torch.tensor([0, 1, 2, 3, 0, 1], device=device)
+    syncs, losses = [], []
+    for _ in range(steps):
+        opt.zero_grad()
+        with torch.autocast(device, dtype=torch.float16):
+            loss = F.cross_entropy(model(x) * 1000, y)
+        scaler.scale(loss).backward()
+        before = torch_tpu.metrics()["host_syncs"]  # (backward's own index checks may wait in debug mode)
+        scaler.step(opt)
+        scaler.update()
+        syncs.append(torch_tpu.metrics()["host_syncs"] - before)
+        losses.append(loss.item())
+    return syncs, losses, scaler.get_scale(), [p.detach().cpu() for p in model.parameters()]
+
+
+def test_grad_scaler_fused_optimizer_never_syncs():
+    # A fused optimizer takes found_inf as a tensor: unscale, step and update all stay on the device.
+    syncs, losses_t, scale_t, params_t = _fused_scaler_run("tpu")
+    _, losses_c, scale_c, params_c = _fused_scaler_run("cpu")
+    assert syncs == [0] * len(syncs)
+    assert scale_t == scale_c
+    torch.testing.assert_close(losses_t, losses_c, rtol=2e-2, atol=2e-2)
+    for a, b in zip(params_t, params_c, strict=True):
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
