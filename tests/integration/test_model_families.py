@@ -148,7 +148,9 @@ def test_resnet_batchnorm():
         batch,
         lambda m, b: F.cross_entropy(m(b["x"]), b["y"]),
         lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=1e-4),
-        tol={"rtol": 1e-4, "atol": 5e-5},
+        # A pre-activation of this net sits 7e-7 from 0 at step 3: rounding that differs by 1e-7 (fused graphs
+        # associate sums differently than op-by-op programs) flips that ReLU's mask and moves a weight by ~6e-5.
+        tol={"rtol": 1e-4, "atol": 1e-4},
     )
     assert fallbacks == {}, fallbacks
 
