@@ -22,6 +22,10 @@ __version__ = "0.1.0"
 
 _registration.register()
 
+# torch.autocast("tpu") without a dtype casts to bfloat16, the TPU's native reduced precision (PyTorch's default for
+# PrivateUse1 is float16). The setting is per thread: this sets it for the thread importing torch.
+torch.set_autocast_dtype("tpu", torch.bfloat16)
+
 from torch_tpu import distributed  # noqa: E402  (registers the tpu_dist c10d backend)
 
 distributed.register()

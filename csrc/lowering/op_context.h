@@ -119,6 +119,8 @@ void add_indexing_rules(std::vector<LoweringRow>& rows);
 void add_conv_rules(std::vector<LoweringRow>& rows);
 void add_batch_norm_rules(std::vector<LoweringRow>& rows);
 void add_foreach_rules(std::vector<LoweringRow>& rows);
+void add_amp_rules(std::vector<LoweringRow>& rows);
+void add_rnn_rules(std::vector<LoweringRow>& rows);
 
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);
