@@ -30,6 +30,42 @@ std::vector<Pending> take(int device) {
 }
 }  // namespace
 
+std::mutex g_checks_mu;
+std::map<int, std::vector<DeferredCheck>> g_checks;
+
+void defer_checks(int device, std::vector<DeferredCheck> checks) {
+  std::lock_guard<std::mutex> lock(g_checks_mu);
+  auto& list = g_checks[device];
+  for (auto& c : checks) list.push_back(std::move(c));
+}
+
+void raise_check(const DeferredCheck& check) {
+  bool bad = false;
+  check.bad->to_host(&bad, sizeof(bad));
+  if (!bad) return;
+  std::string message = check.message;
+  size_t at = message.find("{value}");
+  if (at != std::string::npos) {
+    int64_t culprit = 0;
+    check.culprit->to_host(&culprit, sizeof(culprit));
+    message.replace(at, 7, std::to_string(culprit));
+  }
+  if (check.index_error) TORCH_CHECK_INDEX(false, message);
+  TORCH_CHECK(false, message);
+}
+
+void raise_deferred_checks(int device) {
+  std::vector<DeferredCheck> checks;
+  {
+    std::lock_guard<std::mutex> lock(g_checks_mu);
+    auto it = g_checks.find(device);
+    if (it == g_checks.end() || it->second.empty()) return;
+    checks = std::move(it->second);
+    it->second.clear();
+  }
+  for (const DeferredCheck& c : checks) raise_check(c);  // the first failure raises; the rest are dropped
+}
+
 std::mutex g_sync_mu;
 std::map<std::string, int64_t> g_sync_reasons;
 
@@ -74,6 +110,7 @@ void synchronize_device(int device) {
   flush_device(device);
   std::vector<Pending> events = take(device);
   for (const auto& p : events) p.event.await();
+  raise_deferred_checks(device);
 }
 
 void synchronize_all() {

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "runtime/buffer.h"
 #include "runtime/event.h"
 
 namespace torch_tpu {
@@ -25,6 +27,20 @@ void track_pending(int device, Event event, std::shared_ptr<void> keep_alive = n
 void synchronize_device(int device);
 void synchronize_all();
 bool device_idle(int device);
+
+// A device-side check of a program that ran asynchronously (strict/fused): its predicate and culprit results and
+// PyTorch's message ("{value}" = the culprit). Reported at the device's next sync point.
+struct DeferredCheck {
+  std::shared_ptr<Buffer> bad;
+  std::shared_ptr<Buffer> culprit;
+  std::string message;
+  bool index_error = true;
+};
+void defer_checks(int device, std::vector<DeferredCheck> checks);
+// Reads the deferred checks of `device` (waiting for their programs) and raises the first that failed, as
+// IndexError or RuntimeError. Called at host reads and synchronize(); debug mode checks at the op instead.
+void raise_deferred_checks(int device);
+void raise_check(const DeferredCheck& check);
 
 // Counts a host wait for device values under `reason` (metrics()["host_syncs_by_reason"]).
 void note_host_sync(const char* reason);

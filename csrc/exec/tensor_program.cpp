@@ -293,26 +293,20 @@ void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr
   }
   if (donating.owns_lock()) donating.unlock();
   outputs_placed();
-  if (eager_mode() == EagerMode::kDebug || !checks.empty()) {
-    r.done.await();  // errors surface at the op (debug) or graph (checks) that caused them
-  } else {
-    track_pending(device, std::move(r.done));  // host reads wait on the buffers themselves
-  }
-  if (!checks.empty()) note_host_sync("device_check");  // one wait for all of a program's checks
+  std::vector<DeferredCheck> deferred;
   for (size_t i = 0; i < checks.size(); ++i) {
-    bool bad = false;
-    r.outputs[targets.size() + 2 * i]->to_host(&bad, sizeof(bad));
-    if (!bad) continue;
-    std::string message = checks[i].message;
-    size_t at = message.find("{value}");
-    if (at != std::string::npos) {
-      int64_t culprit = 0;
-      r.outputs[targets.size() + 2 * i + 1]->to_host(&culprit, sizeof(culprit));
-      message.replace(at, 7, std::to_string(culprit));
-    }
-    if (checks[i].index_error) TORCH_CHECK_INDEX(false, message);
-    TORCH_CHECK(false, message);
+    deferred.push_back(DeferredCheck{r.outputs[targets.size() + 2 * i], r.outputs[targets.size() + 2 * i + 1],
+                                     checks[i].message, checks[i].index_error});
   }
+  if (eager_mode() == EagerMode::kDebug) {
+    r.done.await();  // errors surface at the op that caused them
+    if (!deferred.empty()) note_host_sync("device_check");
+    for (const DeferredCheck& c : deferred) raise_check(c);
+    return;
+  }
+  track_pending(device, std::move(r.done));  // host reads wait on the buffers themselves
+  // Checks are read at the device's next sync point (a host read or synchronize()), not waited for here.
+  if (!deferred.empty()) defer_checks(device, std::move(deferred));
 }
 
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& target) {
@@ -358,6 +352,7 @@ at::Tensor copy_device_to_host(const at::Tensor& src) {
   }
   note_host_sync("to_cpu");
   buffer->to_host(out.data_ptr(), static_cast<size_t>(out.nbytes()));
+  raise_deferred_checks(src.device().index());  // a failed check of the programs before this read raises here
   return out;
 }
 
