@@ -1,0 +1,147 @@
+// Cholesky and triangular solves (XLA has both natively: stablehlo.cholesky, stablehlo.triangular_solve) and the
+// cross product: linalg_cholesky_ex, cholesky, _cholesky_solve_helper, cholesky_inverse, triangular_solve,
+// linalg_solve_triangular, linalg_cross.
+#include <algorithm>
+
+#include "lowering/linalg_helpers.h"
+
+namespace torch_tpu {
+namespace {
+
+using namespace linalg;  // NOLINT(build/namespaces): one area's helpers
+
+V zeros_for_all(OpContext& c) {
+  V out;
+  for (size_t i = 0; i < c.num_outputs(); ++i) out.push_back(zeros(c.b, c.out(i)));
+  return out;
+}
+
+// Per row of `bad` ([n, k] predicate): the 1-based position of the first true element, 0 if none (LAPACK's info).
+Value first_position(HloBuilder& b, const Value& bad) {
+  int64_t n = bad.type.dims[0], k = bad.type.dims[1];
+  Value pos = b.binary("stablehlo.add", iota(b, {n, k}, 1), b.constant(1, ElementType::kS64, {n, k}));
+  Value none = b.constant(static_cast<double>(k + 1), ElementType::kS64, {n, k});
+  Value first = b.reduce(b.select(bad, pos, none), s64(b, k + 1), {1}, "stablehlo.minimum");
+  Value found = b.compare(CompareDirection::kLe, first, b.constant(static_cast<double>(k), ElementType::kS64, {n}));
+  return b.convert(b.select(found, first, b.constant(0, ElementType::kS64, {n})), ElementType::kS32);
+}
+
+// Lower (or upper) Cholesky factor of flattened `a`, the other triangle zeroed, and LAPACK's info: the order of the
+// first leading minor that is not positive-definite (XLA leaves NaN from there on; a zero or NaN pivot counts).
+std::pair<Value, Value> cholesky(HloBuilder& b, const Value& a, bool upper) {
+  Value l = b.op1("stablehlo.cholesky", {a}, a.type, std::string("lower = ") + (upper ? "false" : "true"));
+  l = upper ? triu(b, l) : tril(b, l);
+  Value d = diagonal(b, l);
+  if (is_complex(d.type.dtype)) d = b.op1("stablehlo.real", {d}, {real_type(d.type.dtype), d.type.dims});
+  Value good = b.compare(CompareDirection::kGt, d, b.constant(0, d.type.dtype, d.type.dims));  // false for NaN
+  Value info = first_position(b, b.unary("stablehlo.not", good));
+  return {l, info};
+}
+
+// linalg_cholesky_ex(A, *, upper, check_errors) -> (L, info)
+V cholesky_ex_rule(OpContext& c) {
+  if (c.out(0).numel() == 0) return zeros_for_all(c);
+  auto [l, info] = cholesky(c.b, flatten_batch(c.b, c.tensor(0)), c.flag(1));
+  if (c.flag(2)) check_info(c, info, "torch.linalg.cholesky_ex", c.arg(0).toTensor().dim() == 2);
+  return {c.b.reshape(l, c.out(0).dims), c.b.reshape(info, c.out(1).dims)};
+}
+
+// cholesky(A, upper): the deprecated spelling, which raises on failure.
+V cholesky_rule(OpContext& c) {
+  if (c.out(0).numel() == 0) return zeros_for_all(c);
+  auto [l, info] = cholesky(c.b, flatten_batch(c.b, c.tensor(0)), c.flag(1));
+  check_info(c, info, "cholesky", c.arg(0).toTensor().dim() == 2);
+  return {c.b.reshape(l, c.out(0).dims)};
+}
+
+Value batch_flat(HloBuilder& b, const Value& x, const Dims& batch) {
+  return flatten_batch(b, broadcast_batch(b, x, batch));
+}
+
+// Solves (L L^H) X = B, or (U^H U) X = B when upper, for flattened factors and right-hand sides.
+Value cholesky_solve(HloBuilder& b, const Value& l, const Value& rhs, bool upper) {
+  Value y = triangular_solve(b, l, rhs, true, !upper, false, upper ? 2 : 0);
+  return triangular_solve(b, l, y, true, !upper, false, upper ? 0 : 2);
+}
+
+// _cholesky_solve_helper(B, L, upper): its caller (cholesky_solve) has broadcast the batches.
+V cholesky_solve_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return zeros_for_all(c);
+  Dims batch = batch_of(o.dims);
+  Value rhs = batch_flat(c.b, c.b.convert(c.tensor(0), o.dtype), batch);
+  Value l = batch_flat(c.b, c.b.convert(c.tensor(1), o.dtype), batch);
+  return {c.b.reshape(cholesky_solve(c.b, l, rhs, c.flag(2)), o.dims)};
+}
+
+// cholesky_inverse(L, upper): (L L^H)^-1; a zero on L's diagonal raises as the CPU's does.
+V cholesky_inverse_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return zeros_for_all(c);
+  Value l = flatten_batch(c.b, c.tensor(0));
+  Value d = diagonal(c.b, l);
+  Value info = first_position(c.b, c.b.compare(CompareDirection::kEq, d, c.b.constant(0, d.type.dtype, d.type.dims)));
+  check_info(c, info, "cholesky_inverse", c.arg(0).toTensor().dim() == 2);
+  Value x = cholesky_solve(c.b, l, eye(c.b, l.type.dtype, l.type.dims), c.flag(1));
+  return {c.b.reshape(x, o.dims)};
+}
+
+// triangular_solve(B, A, upper, transpose, unitriangular) -> (solution, cloned_coefficient): op(A) X = B with
+// op(A) = A^T (not conjugated) when transpose.
+V triangular_solve_rule(OpContext& c) {
+  TensorType xo = c.out(0), ao = c.out(1);
+  if (xo.numel() == 0 || ao.numel() == 0) {
+    return {zeros(c.b, xo), ao.numel() == 0 ? zeros(c.b, ao) : c.b.broadcast_to(c.b.convert(c.tensor(1), ao.dtype), ao.dims)};
+  }
+  Value a = c.b.broadcast_to(c.b.convert(c.tensor(1), ao.dtype), ao.dims);
+  Value rhs = c.b.broadcast_to(c.b.convert(c.tensor(0), xo.dtype), xo.dims);
+  Value x = triangular_solve(c.b, flatten_batch(c.b, a), flatten_batch(c.b, rhs), true, !c.flag(2), c.flag(4),
+                             c.flag(3) ? 1 : 0);
+  return {c.b.reshape(x, xo.dims), a};
+}
+
+// linalg_solve_triangular(A, B, *, upper, left, unitriangular)
+V solve_triangular_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  if (o.numel() == 0 || c.arg(0).toTensor().numel() == 0) return zeros_for_all(c);
+  Dims batch = batch_of(o.dims);
+  Value a = batch_flat(c.b, c.b.convert(c.tensor(0), o.dtype), batch);
+  Value rhs = batch_flat(c.b, c.b.convert(c.tensor(1), o.dtype), batch);
+  Value x = triangular_solve(c.b, a, rhs, c.flag(3), !c.flag(2), c.flag(4), 0);
+  return {c.b.reshape(x, o.dims)};
+}
+
+// linalg_cross(self, other, *, dim): broadcast, then the usual three differences of products.
+V cross_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return zeros_for_all(c);
+  int64_t d = c.dim(2, o.rank());
+  Value x = c.operand(0, o.dtype, o.dims), y = c.operand(1, o.dtype, o.dims);
+  auto part = [&](const Value& v, int64_t i) {
+    Dims start(o.dims.size(), 0), limit = o.dims;
+    start[static_cast<size_t>(d)] = i;
+    limit[static_cast<size_t>(d)] = i + 1;
+    return c.b.slice(v, start, limit);
+  };
+  V parts;
+  for (int64_t i = 0; i < 3; ++i) {
+    int64_t j = (i + 1) % 3, k = (i + 2) % 3;
+    parts.push_back(c.b.binary("stablehlo.subtract", c.b.binary("stablehlo.multiply", part(x, j), part(y, k)),
+                               c.b.binary("stablehlo.multiply", part(x, k), part(y, j))));
+  }
+  return {c.b.concatenate(parts, d)};
+}
+
+}  // namespace
+
+void add_linalg_solver_rules(std::vector<LoweringRow>& rows) {
+  rows.push_back({{"linalg_cholesky_ex", "linalg_cholesky_ex.L"}, cholesky_ex_rule});
+  rows.push_back({{"cholesky", "cholesky.out"}, cholesky_rule});
+  rows.push_back({{"_cholesky_solve_helper", "_cholesky_solve_helper.out"}, cholesky_solve_rule});
+  rows.push_back({{"cholesky_inverse", "cholesky_inverse.out"}, cholesky_inverse_rule});
+  rows.push_back({{"triangular_solve", "triangular_solve.X"}, triangular_solve_rule});
+  rows.push_back({{"linalg_solve_triangular", "linalg_solve_triangular.out"}, solve_triangular_rule});
+  rows.push_back({{"linalg_cross", "linalg_cross.out"}, cross_rule});
+}
+
+}  // namespace torch_tpu
