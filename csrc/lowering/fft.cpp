@@ -144,7 +144,7 @@ void add_fft_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"_fft_c2c", "_fft_c2c.out"}, fft_c2c_rule});
   rows.push_back({{"_fft_r2c", "_fft_r2c.out"}, fft_r2c_rule});
   rows.push_back({{"_fft_c2r", "_fft_c2r.out"}, fft_c2r_rule});
-  rows.push_back({{"conj_physical", "conj_physical_", "conj_physical.out"}, conj_physical_rule});
+  rows.push_back({{"_conj_physical", "conj_physical_", "conj_physical.out"}, conj_physical_rule});
 }
 
 }  // namespace torch_tpu

@@ -81,6 +81,19 @@ V dot_rule(OpContext& c) {
   return {rounded(c, vector_product(c, 0, 1, {0}, {}))};
 }
 
+// vdot(self, other): the dot product with self conjugated (a plain dot for real types).
+V vdot_rule(OpContext& c) {
+  reject_bool(c, "vdot");
+  ElementType t = c.out(0).dtype;
+  Value a = c.b.convert(c.tensor(0), t);
+  if (is_complex(t)) {
+    TensorType rt{t == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32, a.type.dims};
+    Value im = c.b.unary("stablehlo.negate", c.b.op1("stablehlo.imag", {a}, rt));
+    a = c.b.op1("stablehlo.complex", {c.b.op1("stablehlo.real", {a}, rt), im}, a.type);
+  }
+  return {rounded(c, c.b.dot_general(a, c.b.convert(c.tensor(1), t), {}, {}, {0}, {0}, {acc_type(t), {}}))};
+}
+
 V mv_rule(OpContext& c) {
   reject_bool(c, "mv");
   return {rounded(c, vector_product(c, 0, 1, {1}, {c.arg(0).toTensor().size(0)}))};
@@ -100,6 +113,7 @@ void add_linalg_rules(Rows& rows) {
   rows.push_back({{"baddbmm", "baddbmm_", "baddbmm.out"}, baddbmm_rule});
   rows.push_back({{"dot", "dot.out"}, dot_rule});
   rows.push_back({{"mv", "mv.out"}, mv_rule});
+  rows.push_back({{"vdot", "vdot.out"}, vdot_rule});
   rows.push_back({{"addmv", "addmv_", "addmv.out"}, addmv_rule});
 }
 

@@ -1,6 +1,6 @@
 // Cholesky and triangular solves (XLA has both natively: stablehlo.cholesky, stablehlo.triangular_solve) and the
 // cross product: linalg_cholesky_ex, cholesky, _cholesky_solve_helper, cholesky_inverse, triangular_solve,
-// linalg_solve_triangular, linalg_cross.
+// linalg_solve_triangular, linalg_cross; and Householder QR (linalg_qr).
 #include <algorithm>
 
 #include "lowering/linalg_helpers.h"
@@ -132,6 +132,81 @@ V cross_rule(OpContext& c) {
   return {c.b.concatenate(parts, d)};
 }
 
+// Householder QR as LAPACK's geqrf + orgqr compute it (dlarfg's reflector: beta = -sign(re alpha) * norm, so R's
+// diagonal has LAPACK's signs), one reflector per loop step, applied to A from the left and accumulated into Q.
+std::pair<Value, Value> householder_qr(HloBuilder& b, const Value& a) {
+  int64_t n = a.type.dims[0], m = a.type.dims[1], cols = a.type.dims[2], k = std::min(m, cols);
+  ElementType t = a.type.dtype, rt = real_type(t);
+  bool cplx = is_complex(t);
+  V out = fori_loop(b, k, {a, eye(b, t, {n, m, m})}, [&](HloBuilder& r, const Value& j, const V& s) -> V {
+    Value A = s[0], Q = s[1];
+    Value zero = s64(r, 0);
+    auto re = [&](const Value& v) { return cplx ? r.op1("stablehlo.real", {v}, {rt, v.type.dims}) : v; };
+    auto im = [&](const Value& v) {
+      return cplx ? r.op1("stablehlo.imag", {v}, {rt, v.type.dims}) : r.constant(0, rt, v.type.dims);
+    };
+    auto mk = [&](const Value& x, const Value& y) { return cplx ? r.op1("stablehlo.complex", {x, y}, {t, x.type.dims}) : x; };
+    Value col = r.reshape(dynamic_slice(r, A, {zero, zero, j}, {n, m, 1}), {n, m});
+    Value rows = iota(r, {n, m}, 1);
+    Value jb = r.broadcast_to(j, {n, m});
+    Value below = r.compare(CompareDirection::kGt, rows, jb);
+    Value x = r.select(below, col, r.constant(0, t, {n, m}));
+    Value alpha = r.reshape(dynamic_slice(r, col, {zero, j}, {n, 1}), {n});
+    Value sq = cplx ? r.binary("stablehlo.add", r.binary("stablehlo.multiply", re(x), re(x)),
+                               r.binary("stablehlo.multiply", im(x), im(x)))
+                    : r.binary("stablehlo.multiply", x, x);
+    Value xnorm2 = r.reduce(sq, r.constant(0, rt), {1}, "stablehlo.add");
+    Value ar = re(alpha), ai = im(alpha);
+    Value norm = r.unary("stablehlo.sqrt", r.binary("stablehlo.add", xnorm2,
+                                                     r.binary("stablehlo.add", r.binary("stablehlo.multiply", ar, ar),
+                                                              r.binary("stablehlo.multiply", ai, ai))));
+    Value zr = r.constant(0, rt, {n});
+    Value skip = r.binary("stablehlo.and", r.compare(CompareDirection::kEq, xnorm2, zr),
+                          r.compare(CompareDirection::kEq, ai, zr));
+    Value neg = r.compare(CompareDirection::kGe, ar, zr);  // beta = -sign(alpha_r) * norm (sign(0) = +)
+    Value beta = r.select(neg, r.unary("stablehlo.negate", norm), norm);
+    Value safe_beta = r.select(skip, r.constant(1, rt, {n}), beta);
+    Value tau = mk(r.binary("stablehlo.divide", r.binary("stablehlo.subtract", safe_beta, ar), safe_beta),
+                   r.binary("stablehlo.divide", r.unary("stablehlo.negate", ai), safe_beta));
+    tau = r.select(skip, r.constant(0, t, {n}), tau);
+    Value denom = r.binary("stablehlo.subtract", alpha, mk(safe_beta, zr));
+    denom = r.select(skip, r.constant(1, t, {n}), denom);
+    Value v = r.binary("stablehlo.divide", x, r.broadcast_in_dim(denom, {n, m}, {0}));
+    Value at_j = r.compare(CompareDirection::kEq, rows, jb);
+    v = r.select(at_j, r.constant(1, t, {n, m}), v);
+    Value above = r.compare(CompareDirection::kLt, rows, jb);
+    v = r.select(above, r.constant(0, t, {n, m}), v);
+    Value v3 = r.reshape(v, {n, m, 1});
+    // A <- H^H A = A - conj(tau) v (v^H A); Q <- Q H = Q - tau (Q v) v^H.
+    Value vh = adjoint(r, v3);  // [n, 1, m]
+    Value w = matmul(r, vh, A);  // [n, 1, cols]
+    Value ct = r.broadcast_in_dim(conj(r, tau), {n, m, cols}, {0});
+    A = r.binary("stablehlo.subtract", A, r.binary("stablehlo.multiply", ct, matmul(r, v3, w)));
+    Value qv = matmul(r, Q, v3);  // [n, m, 1]
+    Value tq = r.broadcast_in_dim(tau, {n, m, m}, {0});
+    Q = r.binary("stablehlo.subtract", Q, r.binary("stablehlo.multiply", tq, matmul(r, qv, vh)));
+    return {A, Q};
+  });
+  return {out[1], triu(b, out[0])};
+}
+
+// linalg_qr(A, mode) -> (Q, R): reduced (Q m x k, R k x n), complete (m x m, m x n) or r (Q empty).
+V qr_rule(OpContext& c) {
+  TensorType qo = c.out(0), ro = c.out(1);
+  if (ro.numel() == 0 || c.arg(0).toTensor().numel() == 0) {
+    V out = zeros_for_all(c);
+    // An m x 0 input still has Q = I in complete mode.
+    if (qo.numel() != 0) out[0] = c.b.reshape(eye(c.b, qo.dtype, qo.dims), qo.dims);
+    return out;
+  }
+  Value a = flatten_batch(c.b, c.tensor(0));
+  auto [q, rr] = householder_qr(c.b, a);
+  int64_t n = a.type.dims[0], m = a.type.dims[1];
+  Value qv = qo.numel() == 0 ? zeros(c.b, qo) : c.b.reshape(c.b.slice(q, {0, 0, 0}, {n, m, qo.dims.back()}), qo.dims);
+  Value rv = c.b.reshape(c.b.slice(rr, {0, 0, 0}, {n, ro.dims[ro.dims.size() - 2], ro.dims.back()}), ro.dims);
+  return {qv, rv};
+}
+
 }  // namespace
 
 void add_linalg_solver_rules(std::vector<LoweringRow>& rows) {
@@ -142,6 +217,7 @@ void add_linalg_solver_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"triangular_solve", "triangular_solve.X"}, triangular_solve_rule});
   rows.push_back({{"linalg_solve_triangular", "linalg_solve_triangular.out"}, solve_triangular_rule});
   rows.push_back({{"linalg_cross", "linalg_cross.out"}, cross_rule});
+  rows.push_back({{"linalg_qr", "linalg_qr.out"}, qr_rule});
 }
 
 }  // namespace torch_tpu
