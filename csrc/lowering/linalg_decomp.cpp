@@ -214,7 +214,7 @@ V slogdet_rule(OpContext& c) {
   Lu f = det_factor(c);
   Value diag = diagonal(c.b, f.lu);
   TensorType rt{real_type(diag.type.dtype), diag.type.dims};
-  Value mag = c.b.unary("stablehlo.abs", diag);
+  Value mag = c.b.op1("stablehlo.abs", {diag}, rt);
   Value logabs = c.b.reduce(c.b.unary("stablehlo.log", mag), c.b.constant(0, rt.dtype), {1}, "stablehlo.add");
   Value unit;
   if (is_complex(diag.type.dtype)) {

@@ -1,4 +1,4 @@
-// Cholesky and triangular solves (XLA has both natively: stablehlo.cholesky, stablehlo.triangular_solve) and the
+// Cholesky (a column-step loop, for LAPACK's info) and triangular solves (stablehlo.triangular_solve) and the
 // cross product: linalg_cholesky_ex, cholesky, _cholesky_solve_helper, cholesky_inverse, triangular_solve,
 // linalg_solve_triangular, linalg_cross; and Householder QR (linalg_qr).
 #include <algorithm>
@@ -26,23 +26,51 @@ Value first_position(HloBuilder& b, const Value& bad) {
   return b.convert(b.select(found, first, b.constant(0, ElementType::kS64, {n})), ElementType::kS32);
 }
 
-// Lower (or upper) Cholesky factor of flattened `a`, the other triangle zeroed, and LAPACK's info: the order of the
-// first leading minor that is not positive-definite (XLA leaves NaN from there on; a zero or NaN pivot counts).
+// Lower (or upper) Cholesky factor of flattened `a` (reading only that triangle) and LAPACK's info: the order of
+// the first leading minor that is not positive-definite. One right-looking column step per loop iteration, as potf2:
+// XLA's own cholesky turns a whole failing matrix into NaN, which would lose info.
 std::pair<Value, Value> cholesky(HloBuilder& b, const Value& a, bool upper) {
-  Value l = b.op1("stablehlo.cholesky", {a}, a.type, std::string("lower = ") + (upper ? "false" : "true"));
-  l = upper ? triu(b, l) : tril(b, l);
-  Value d = diagonal(b, l);
-  if (is_complex(d.type.dtype)) d = b.op1("stablehlo.real", {d}, {real_type(d.type.dtype), d.type.dims});
-  Value good = b.compare(CompareDirection::kGt, d, b.constant(0, d.type.dtype, d.type.dims));  // false for NaN
-  Value info = first_position(b, b.unary("stablehlo.not", good));
-  return {l, info};
+  int64_t n = a.type.dims[0], m = a.type.dims[1];
+  ElementType t = a.type.dtype, rt = real_type(t);
+  bool cplx = is_complex(t);
+  Value low = upper ? adjoint(b, a) : a;  // U^H U = A reads A's upper triangle: the lower one of A^H
+  Value h = b.binary("stablehlo.add", tril(b, low), adjoint(b, tril(b, low, -1)));
+  Dims full{n, m, m};
+  V out = fori_loop(b, m, {h, b.constant(0, t, full), b.constant(0, ElementType::kS32, {n})},
+                    [&](HloBuilder& r, const Value& j, const V& s) -> V {
+    Value A = s[0], L = s[1], info = s[2];
+    Value zero = s64(r, 0);
+    Value d = r.reshape(dynamic_slice(r, A, {zero, j, j}, {n, 1, 1}), {n});
+    if (cplx) d = r.op1("stablehlo.real", {d}, {rt, {n}});
+    Value bad = r.unary("stablehlo.not", r.compare(CompareDirection::kGt, d, r.constant(0, rt, {n})));
+    Value first = r.binary("stablehlo.and", bad, r.compare(CompareDirection::kEq, info, r.constant(0, ElementType::kS32, {n})));
+    Value j1 = r.convert(r.binary("stablehlo.add", r.broadcast_to(j, {n}), r.constant(1, ElementType::kS64, {n})),
+                         ElementType::kS32);
+    info = r.select(first, j1, info);
+    Value ljj = r.unary("stablehlo.sqrt", d);
+    Value ljj_t = cplx ? r.op1("stablehlo.complex", {ljj, r.constant(0, rt, {n})}, {t, {n}}) : ljj;
+    Value col = r.reshape(dynamic_slice(r, A, {zero, zero, j}, {n, m, 1}), {n, m});
+    Value rows = iota(r, {n, m}, 1);
+    Value jb = r.broadcast_to(j, {n, m});
+    Value l = r.select(r.compare(CompareDirection::kGt, rows, jb),
+                       r.binary("stablehlo.divide", col, r.broadcast_in_dim(ljj_t, {n, m}, {0})), r.constant(0, t, {n, m}));
+    Value lcol = r.select(r.compare(CompareDirection::kEq, rows, jb), r.broadcast_in_dim(ljj_t, {n, m}, {0}), l);
+    Value cols3 = iota(r, full, 2);
+    L = r.select(r.compare(CompareDirection::kEq, cols3, r.broadcast_to(j, full)), r.broadcast_in_dim(lcol, full, {0, 1}), L);
+    Value update = r.binary("stablehlo.multiply", r.broadcast_in_dim(l, full, {0, 1}),
+                            r.broadcast_in_dim(conj(r, l), full, {0, 2}));
+    A = r.binary("stablehlo.subtract", A, update);  // l is zero outside the trailing block
+    return {A, L, info};
+  });
+  Value l = out[1];
+  return {upper ? adjoint(b, l) : l, out[2]};
 }
 
 // linalg_cholesky_ex(A, *, upper, check_errors) -> (L, info)
 V cholesky_ex_rule(OpContext& c) {
   if (c.out(0).numel() == 0) return zeros_for_all(c);
   auto [l, info] = cholesky(c.b, flatten_batch(c.b, c.tensor(0)), c.flag(1));
-  if (c.flag(2)) check_info(c, info, "torch.linalg.cholesky_ex", c.arg(0).toTensor().dim() == 2);
+  if (c.flag(2)) check_info(c, info, "linalg.cholesky_ex", c.arg(0).toTensor().dim() == 2);
   return {c.b.reshape(l, c.out(0).dims), c.b.reshape(info, c.out(1).dims)};
 }
 
