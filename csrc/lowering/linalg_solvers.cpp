@@ -2,6 +2,7 @@
 // cross product: linalg_cholesky_ex, cholesky, _cholesky_solve_helper, cholesky_inverse, triangular_solve,
 // linalg_solve_triangular, linalg_cross; and Householder QR (linalg_qr).
 #include <algorithm>
+#include <cmath>
 
 #include "lowering/linalg_helpers.h"
 
@@ -235,6 +236,79 @@ V qr_rule(OpContext& c) {
   return {qv, rv};
 }
 
+// linalg_matrix_exp(A): scaling and squaring around a degree-18 Taylor polynomial (Horner). Each matrix is scaled by
+// 2^-s so that its 1-norm is at most 1/2 (s computed on the device), then squared back s times in a loop that runs
+// for the batch's largest s and leaves the others as they are.
+V matrix_exp_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return zeros_for_all(c);
+  Value a = flatten_batch(c.b, c.b.convert(c.tensor(0), o.dtype));
+  HloBuilder& b = c.b;
+  int64_t n = a.type.dims[0], m = a.type.dims[1];
+  ElementType t = a.type.dtype, rt = real_type(t);
+  Dims full{n, m, m};
+  Value mag = is_complex(t) ? b.op1("stablehlo.abs", {a}, {rt, full}) : b.unary("stablehlo.abs", a);
+  Value norm = b.reduce(b.reduce(mag, b.constant(0, rt), {1}, "stablehlo.add"), b.constant(0, rt), {1}, "stablehlo.maximum");
+  // s = max(0, ceil(log2(norm / 0.5))), capped so a non-finite norm still ends the loop.
+  Value lg = b.unary("stablehlo.ceil", b.binary("stablehlo.divide",
+                                                b.unary("stablehlo.log", b.binary("stablehlo.multiply", norm, b.constant(2, rt, {n}))),
+                                                b.constant(std::log(2.0), rt, {n})));
+  lg = b.binary("stablehlo.maximum", b.constant(0, rt, {n}), b.binary("stablehlo.minimum", lg, b.constant(64, rt, {n})));
+  lg = b.select(b.compare(CompareDirection::kEq, lg, lg), lg, b.constant(0, rt, {n}));  // NaN norm: no scaling
+  Value steps = b.convert(lg, ElementType::kS64);
+  Value scale = b.unary("stablehlo.exponential", b.binary("stablehlo.multiply", lg, b.constant(-std::log(2.0), rt, {n})));
+  Value scale_t = is_complex(t) ? b.op1("stablehlo.complex", {scale, b.constant(0, rt, {n})}, {t, {n}}) : scale;
+  Value x = b.binary("stablehlo.multiply", a, b.broadcast_in_dim(scale_t, full, {0}));
+  Value id = eye(b, t, full);
+  Value p = id;
+  for (int k = 18; k >= 1; --k) {  // p = I + x p / k
+    p = b.binary("stablehlo.add", id, b.binary("stablehlo.multiply", matmul(b, x, p), b.constant(1.0 / k, t, full)));
+  }
+  Value most = b.reduce(steps, s64(b, 0), {0}, "stablehlo.maximum");
+  V init{s64(b, 0), p, steps, most};
+  std::vector<TensorType> types;
+  for (const Value& v : init) types.push_back(v.type);
+  std::string cond = b.region(types, [&](HloBuilder& r, const V& s) { return V{r.compare(CompareDirection::kLt, s[0], s[3])}; });
+  std::string body = b.region(types, [&](HloBuilder& r, const V& s) {
+    Value go = r.compare(CompareDirection::kLt, r.broadcast_to(s[0], {n}), s[2]);
+    Value sq = matmul(r, s[1], s[1]);
+    Value e = r.select(r.broadcast_in_dim(go, full, {0}), sq, s[1]);
+    return V{r.binary("stablehlo.add", s[0], s64(r, 1)), e, s[2], s[3]};
+  });
+  V res = b.op("stablehlo.while", init, types, "", {cond, body});
+  return {b.reshape(res[1], o.dims)};
+}
+
+// linalg_householder_product(A, tau): the first n columns of H_0 ... H_{k-1}, H_i = I - tau_i v_i v_i^H with v_i the
+// unit-headed column i of A below the diagonal (LAPACK's orgqr/ungqr).
+V householder_product_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return zeros_for_all(c);
+  HloBuilder& b = c.b;
+  Value a = flatten_batch(b, c.b.convert(c.tensor(0), o.dtype));
+  int64_t n = a.type.dims[0], m = a.type.dims[1], cols = a.type.dims[2];
+  Value tau = c.b.convert(c.tensor(1), o.dtype);
+  int64_t k = tau.type.dims.back();
+  tau = b.reshape(tau, {n, k});
+  ElementType t = o.dtype;
+  if (k == 0) return {b.reshape(b.slice(eye(b, t, {n, m, m}), {0, 0, 0}, {n, m, cols}), o.dims)};
+  V out = fori_loop(b, k, {eye(b, t, {n, m, m}), a, tau}, [&](HloBuilder& r, const Value& j, const V& s) -> V {
+    Value zero = s64(r, 0);
+    Value col = r.reshape(dynamic_slice(r, s[1], {zero, zero, j}, {n, m, 1}), {n, m});
+    Value rows = iota(r, {n, m}, 1);
+    Value jb = r.broadcast_to(j, {n, m});
+    Value v = r.select(r.compare(CompareDirection::kGt, rows, jb), col, r.constant(0, t, {n, m}));
+    v = r.select(r.compare(CompareDirection::kEq, rows, jb), r.constant(1, t, {n, m}), v);
+    Value v3 = r.reshape(v, {n, m, 1});
+    Value tj = r.reshape(dynamic_slice(r, s[2], {zero, j}, {n, 1}), {n});
+    Value qv = matmul(r, s[0], v3);
+    Value q = r.binary("stablehlo.subtract", s[0], r.binary("stablehlo.multiply", r.broadcast_in_dim(tj, {n, m, m}, {0}),
+                                                             matmul(r, qv, adjoint(r, v3))));
+    return {q, s[1], s[2]};
+  });
+  return {b.reshape(b.slice(out[0], {0, 0, 0}, {n, m, cols}), o.dims)};
+}
+
 }  // namespace
 
 void add_linalg_solver_rules(std::vector<LoweringRow>& rows) {
@@ -246,6 +320,8 @@ void add_linalg_solver_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"linalg_solve_triangular", "linalg_solve_triangular.out"}, solve_triangular_rule});
   rows.push_back({{"linalg_cross", "linalg_cross.out"}, cross_rule});
   rows.push_back({{"linalg_qr", "linalg_qr.out"}, qr_rule});
+  rows.push_back({{"linalg_matrix_exp"}, matrix_exp_rule});
+  rows.push_back({{"linalg_householder_product", "linalg_householder_product.out"}, householder_product_rule});
 }
 
 }  // namespace torch_tpu

@@ -66,7 +66,9 @@ def test_four_dims_at_once():
     x = r(2, 3, 4, 5, 6)
     check(lambda t: torch.fft.rfftn(t, dim=(0, 1, 2, 3, 4)), x, **tol(torch.float32))
     check(lambda t: torch.fft.fftn(t.to(torch.complex64), norm="ortho"), x, **tol(torch.float32))
-    check(lambda t: torch.fft.irfftn(t, dim=(0, 1, 2, 4)), r(2, 3, 4, 5, 6, dtype=torch.complex64), **tol(torch.float32))
+    check(
+        lambda t: torch.fft.irfftn(t, dim=(0, 1, 2, 4)), r(2, 3, 4, 5, 6, dtype=torch.complex64), **tol(torch.float32)
+    )
 
 
 def test_non_contiguous_and_conjugated():

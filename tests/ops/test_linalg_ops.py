@@ -68,7 +68,9 @@ def test_solve(a_shape, b_shape, left, dtype):
         b = b.mT
     check(lambda x, y: torch.linalg.solve(x, y, left=left), a, b, **tol(dtype))
     check(lambda x, y: torch.linalg.lu_solve(*torch.linalg.lu_factor(x), y, left=left), a, b, **tol(dtype))
-    check(lambda x, y: torch.linalg.lu_solve(*torch.linalg.lu_factor(x), y, left=left, adjoint=True), a, b, **tol(dtype))
+    check(
+        lambda x, y: torch.linalg.lu_solve(*torch.linalg.lu_factor(x), y, left=left, adjoint=True), a, b, **tol(dtype)
+    )
 
 
 def test_solve_vector_and_non_contiguous():
@@ -108,10 +110,10 @@ def test_cholesky_family(shape, upper, dtype):
     s = spd(*shape, dtype=dtype)
     check(lambda x: torch.linalg.cholesky(x, upper=upper), s, **tol(dtype))
     check(lambda x: torch.linalg.cholesky_ex(x, upper=upper).L, s, **tol(dtype))
-    l = torch.linalg.cholesky(s, upper=upper)
+    fac = torch.linalg.cholesky(s, upper=upper)
     b = r(*shape[:-1], 2, dtype=dtype)
-    check(lambda f, y: torch.cholesky_solve(y, f, upper=upper), l, b, **tol(dtype))
-    check(lambda f: torch.cholesky_inverse(f, upper=upper), l[0] if l.dim() == 3 else l, **tol(dtype))
+    check(lambda f, y: torch.cholesky_solve(y, f, upper=upper), fac, b, **tol(dtype))
+    check(lambda f: torch.cholesky_inverse(f, upper=upper), fac[0] if fac.dim() == 3 else fac, **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -125,6 +127,24 @@ def test_solve_triangular(upper, left, unit, dtype):
     check(fn, a, b, **tol(dtype))
     if left:
         check(lambda y, x: torch.triangular_solve(y, x, upper=upper, transpose=unit), b, a, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scale", [0.1, 1.0, 30.0])
+def test_matrix_exp(scale, dtype):
+    # Norms below and above the scaling threshold: a batch whose matrices need different numbers of squarings.
+    a = r(3, 4, 4, dtype=dtype) * torch.tensor([scale, 1.0, 0.01], dtype=dtype)[:, None, None]
+    check(
+        torch.linalg.matrix_exp,
+        a,
+        rtol=1e-4 if dtype == torch.float32 else 1e-9,
+        atol=1e-4 if dtype == torch.float32 else 1e-9,
+    )
+
+
+@pytest.mark.parametrize(("shape", "k"), [((5, 5), 5), ((6, 4), 3), ((2, 5, 3), 2), ((4, 2), 0)])
+def test_householder_product(shape, k):
+    check(torch.linalg.householder_product, r(*shape), r(*shape[:-2], k))
 
 
 def test_cross_broadcast():
@@ -206,7 +226,9 @@ def test_reduced_precision_products_round_once(dtype):
 
     check(lambda s, x, y: torch.addr(s, x, y, beta=0.5, alpha=2), lp(5, 6), lp(5), lp(6), rtol=1.6e-2, atol=1e-2)
     check(lambda s, x, y: torch.addbmm(s, x, y), lp(5, 6), lp(3, 5, 4), lp(3, 4, 6), rtol=3e-2, atol=3e-2)
-    check(lambda s, x, y: torch.baddbmm(s, x, y, alpha=0.5), lp(3, 5, 6), lp(3, 5, 4), lp(3, 4, 6), rtol=1.6e-2, atol=1e-2)
+    check(
+        lambda s, x, y: torch.baddbmm(s, x, y, alpha=0.5), lp(3, 5, 6), lp(3, 5, 4), lp(3, 4, 6), rtol=1.6e-2, atol=1e-2
+    )
     check(torch.vdot, lp(7), lp(7), rtol=1.6e-2, atol=1e-2)
 
 
