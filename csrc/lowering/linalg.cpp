@@ -42,7 +42,8 @@ Value scaled_add(OpContext& c, const Value& product) {
   double beta = c.has(3) ? c.scalar(3) : 1.0, alpha = c.has(4) ? c.scalar(4) : 1.0;
   Value p = alpha == 1.0 ? product : c.b.binary("stablehlo.multiply", product, c.runtime_operand(4, t, o.dims));
   // addmm/addmv go to BLAS, where alpha 0 ignores the product (even inf/NaN in it); baddbmm's loop does not.
-  bool blas = c.op_name().rfind("addmm", 0) == 0 || c.op_name().rfind("addmv", 0) == 0;
+  bool blas = c.op_name().rfind("addmm", 0) == 0 || c.op_name().rfind("addmv", 0) == 0 ||
+              c.op_name().rfind("addbmm", 0) == 0;
   if (alpha == 0.0 && blas) p = c.b.constant(0, t, o.dims);
   if (beta == 0.0) return c.b.convert(p, o.dtype);  // PyTorch ignores self (even NaN) when beta is 0
   Value s = c.operand(0, t, o.dims);
@@ -76,9 +77,52 @@ Value vector_product(OpContext& c, size_t lhs, size_t rhs, const std::vector<int
                          {acc_type(t), result_dims});
 }
 
+// addbmm(self, batch1, batch2, beta, alpha): the batch is contracted along with k (one dot, one rounding).
+V addbmm_rule(OpContext& c) {
+  reject_bool(c, "addbmm");
+  ElementType t = c.out(0).dtype;
+  Value a = c.tensor(1), b = c.tensor(2);
+  Value p = c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {}, {}, {0, 2}, {0, 1},
+                            {acc_type(t), {a.type.dims[1], b.type.dims[2]}});
+  return {scaled_add(c, p)};
+}
+
+// addr(self, vec1, vec2, beta, alpha): beta * self + alpha * outer(vec1, vec2) in float32 for float16/bfloat16,
+// rounded once as the CPU kernel does; bool is the logical form (beta && self) || (alpha && vec1 && vec2).
+V addr_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  bool logical = o.dtype == ElementType::kPred;
+  ElementType t = logical ? ElementType::kF32 : acc_type(o.dtype);
+  Value outer = c.b.binary("stablehlo.multiply", c.b.broadcast_in_dim(c.b.convert(c.tensor(1), t), o.dims, {0}),
+                           c.b.broadcast_in_dim(c.b.convert(c.tensor(2), t), o.dims, {1}));
+  double beta = c.has(3) ? c.scalar(3) : 1.0, alpha = c.has(4) ? c.scalar(4) : 1.0;
+  if (alpha != 1.0) outer = c.b.binary("stablehlo.multiply", outer, c.runtime_operand(4, t, o.dims));
+  Value r = outer;
+  if (beta != 0.0) {
+    Value s = c.operand(0, t, o.dims);
+    if (beta != 1.0) s = c.b.binary("stablehlo.multiply", s, c.runtime_operand(3, t, o.dims));
+    r = c.b.binary("stablehlo.add", s, outer);
+  }
+  if (logical) return {c.b.compare(CompareDirection::kNe, r, c.b.constant(0, t, o.dims))};
+  return {c.b.convert(r, o.dtype)};
+}
+
 V dot_rule(OpContext& c) {
   reject_bool(c, "dot");
   return {rounded(c, vector_product(c, 0, 1, {0}, {}))};
+}
+
+// vdot(self, other): the dot product with self conjugated (a plain dot for real types).
+V vdot_rule(OpContext& c) {
+  reject_bool(c, "vdot");
+  ElementType t = c.out(0).dtype;
+  Value a = c.b.convert(c.tensor(0), t);
+  if (is_complex(t)) {
+    TensorType rt{t == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32, a.type.dims};
+    Value im = c.b.unary("stablehlo.negate", c.b.op1("stablehlo.imag", {a}, rt));
+    a = c.b.op1("stablehlo.complex", {c.b.op1("stablehlo.real", {a}, rt), im}, a.type);
+  }
+  return {rounded(c, c.b.dot_general(a, c.b.convert(c.tensor(1), t), {}, {}, {0}, {0}, {acc_type(t), {}}))};
 }
 
 V mv_rule(OpContext& c) {
@@ -100,6 +144,9 @@ void add_linalg_rules(Rows& rows) {
   rows.push_back({{"baddbmm", "baddbmm_", "baddbmm.out"}, baddbmm_rule});
   rows.push_back({{"dot", "dot.out"}, dot_rule});
   rows.push_back({{"mv", "mv.out"}, mv_rule});
+  rows.push_back({{"vdot", "vdot.out"}, vdot_rule});
+  rows.push_back({{"addbmm", "addbmm_", "addbmm.out"}, addbmm_rule});
+  rows.push_back({{"addr", "addr_", "addr.out"}, addr_rule});
   rows.push_back({{"addmv", "addmv_", "addmv.out"}, addmv_rule});
 }
 

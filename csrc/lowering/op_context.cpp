@@ -180,6 +180,8 @@ const std::vector<LoweringRow>& lowering_table() {
     add_elementwise_rules(rows);
     add_reduction_rules(rows);
     add_linalg_rules(rows);
+    add_linalg_decomp_rules(rows);
+    add_fft_rules(rows);
     add_nn_rules(rows);
     add_indexing_rules(rows);
     add_conv_rules(rows);

@@ -114,6 +114,8 @@ const LoweringRow* find_row(const std::string& name);
 void add_elementwise_rules(std::vector<LoweringRow>& rows);
 void add_reduction_rules(std::vector<LoweringRow>& rows);
 void add_linalg_rules(std::vector<LoweringRow>& rows);
+void add_linalg_decomp_rules(std::vector<LoweringRow>& rows);  // linalg_decomp.cpp: LU, Cholesky, solves
+void add_fft_rules(std::vector<LoweringRow>& rows);
 void add_nn_rules(std::vector<LoweringRow>& rows);
 void add_indexing_rules(std::vector<LoweringRow>& rows);
 void add_conv_rules(std::vector<LoweringRow>& rows);
