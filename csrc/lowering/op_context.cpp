@@ -169,6 +169,8 @@ const std::vector<LoweringRow>& lowering_table() {
     add_indexing_rules(rows);
     add_conv_rules(rows);
     add_batch_norm_rules(rows);
+    add_spatial_rules(rows);
+    add_pooling_rules(rows);
     add_foreach_rules(rows);  // last: its rules look up the elementwise rows
     return rows;
   }();

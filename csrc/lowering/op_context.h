@@ -106,6 +106,8 @@ void add_nn_rules(std::vector<LoweringRow>& rows);
 void add_indexing_rules(std::vector<LoweringRow>& rows);
 void add_conv_rules(std::vector<LoweringRow>& rows);
 void add_batch_norm_rules(std::vector<LoweringRow>& rows);
+void add_spatial_rules(std::vector<LoweringRow>& rows);
+void add_pooling_rules(std::vector<LoweringRow>& rows);
 void add_foreach_rules(std::vector<LoweringRow>& rows);
 
 // Shared pieces of rules.
