@@ -1,5 +1,6 @@
-// Neural-network ops: softmax family, losses, layer norm, dropout backward.
+// Neural-network ops: softmax family, losses, layer norm, dropout backward, cdist.
 // Half-precision inputs are computed in f32 and converted back, as PyTorch's CPU kernels accumulate in float.
+#include <cmath>
 #include <utility>
 
 #include "lowering/op_context.h"
@@ -392,6 +393,95 @@ V dropout_backward_rule(OpContext& c) {  // native_dropout_backward(grad_output,
   return {b.select(keep, scaled, zeros(b, o))};
 }
 
+// ---- cdist ----
+
+// x1 (B.., P, M) and x2 (B.., R, M) in the compute type, broadcast to (B.., P, R, M) and subtracted.
+Value pairwise_diff(HloBuilder& b, const Value& x1, const Value& x2) {
+  std::vector<int64_t> d1 = x1.type.dims, d2 = x2.type.dims;
+  std::vector<int64_t> batch =
+      broadcast_shape(std::vector<int64_t>(d1.begin(), d1.end() - 2), std::vector<int64_t>(d2.begin(), d2.end() - 2));
+  int64_t nb = static_cast<int64_t>(batch.size()), p = d1[d1.size() - 2], r = d2[d2.size() - 2], m = d1.back();
+  std::vector<int64_t> b1 = batch, b2 = batch, full = batch;
+  b1.insert(b1.end(), {p, m});
+  b2.insert(b2.end(), {r, m});
+  full.insert(full.end(), {p, r, m});
+  std::vector<int64_t> map1 = all_dims(nb), map2 = all_dims(nb);
+  map1.insert(map1.end(), {nb, nb + 2});
+  map2.insert(map2.end(), {nb + 1, nb + 2});
+  Value a = b.broadcast_in_dim(b.broadcast_to(x1, b1), full, map1);
+  Value c = b.broadcast_in_dim(b.broadcast_to(x2, b2), full, map2);
+  return sub(b, a, c);
+}
+
+// _cdist_forward(x1, x2, p, compute_mode): the p-norm of every row difference, as PyTorch's CPU kernel computes
+// it (p = 0 counts nonzero differences, p = inf takes the largest).
+V cdist_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  double p = c.scalar(2);
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  Value d = b.unary("stablehlo.abs", pairwise_diff(b, b.convert(c.tensor(0), t), b.convert(c.tensor(1), t)));
+  int64_t last = d.type.rank() - 1;
+  Value r;
+  if (p == 0) {
+    r = reduce_sum(b, b.binary("stablehlo.minimum", b.unary("stablehlo.ceil", d), k(b, 1, d)), {last});
+  } else if (std::isinf(p)) {
+    r = b.reduce(d, b.constant(0, t), {last}, "stablehlo.maximum");
+  } else if (p == 1) {
+    r = reduce_sum(b, d, {last});
+  } else if (p == 2) {
+    r = b.unary("stablehlo.sqrt", reduce_sum(b, mul(b, d, d), {last}));
+  } else {
+    Value s = reduce_sum(b, b.binary("stablehlo.power", d, k(b, p, d)), {last});
+    r = b.binary("stablehlo.power", s, k(b, 1.0 / p, s));
+  }
+  return {b.convert(r, o.dtype)};
+}
+
+// _cdist_backward(grad, x1, x2, p, cdist): the gradient for x1, summed over x2's rows with PyTorch's per-norm
+// derivative (0 where the distance is 0).
+V cdist_backward_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  double p = c.scalar(3);
+  Value diff = pairwise_diff(b, b.convert(c.tensor(1), t), b.convert(c.tensor(2), t));
+  const std::vector<int64_t>& full = diff.type.dims;
+  int64_t rank = diff.type.rank();
+  std::vector<int64_t> lead = all_dims(rank - 1);
+  std::vector<int64_t> gdims(full.begin(), full.end() - 1);
+  Value g = b.broadcast_in_dim(b.broadcast_to(b.convert(c.tensor(0), t), gdims), full, lead);
+  Value dist = b.broadcast_in_dim(b.broadcast_to(b.convert(c.tensor(4), t), gdims), full, lead);
+  Value zero = k(b, 0, diff);
+  Value sign = b.unary("stablehlo.sign", diff);
+  Value ad = b.unary("stablehlo.abs", diff);
+  Value r;
+  if (p == 0) {
+    r = zero;
+  } else if (p == 1) {
+    r = mul(b, g, sign);
+  } else if (std::isinf(p)) {
+    r = b.select(b.compare(CompareDirection::kEq, ad, dist), mul(b, g, sign), zero);
+  } else {
+    Value num = p == 2 ? diff
+                : p < 2 ? mul(b, sign, b.binary("stablehlo.power", ad, k(b, p - 1, ad)))
+                        : mul(b, diff, b.binary("stablehlo.power", ad, k(b, p - 2, ad)));
+    Value den = p == 2 ? dist : b.binary("stablehlo.power", dist, k(b, p - 1, dist));
+    r = b.select(b.compare(CompareDirection::kEq, dist, zero), zero, div(b, mul(b, num, g), den));
+    if (p < 1) r = b.select(b.compare(CompareDirection::kEq, diff, zero), zero, r);
+  }
+  Value s = reduce_sum(b, r, {rank - 2});  // (B.., P, M)
+  // Batch dims x1 did not have (or had as 1) were broadcast: sum them away.
+  std::vector<int64_t> reduce_dims, keep;
+  int64_t extra = s.type.rank() - o.rank();
+  for (int64_t i = 0; i < s.type.rank(); ++i) {
+    if (i < extra || (o.dims[i - extra] == 1 && s.type.dims[i] != 1)) reduce_dims.push_back(i);
+  }
+  if (!reduce_dims.empty()) s = b.reshape(reduce_sum(b, s, reduce_dims), o.dims);
+  return {b.convert(s, o.dtype)};
+}
+
 }  // namespace
 
 void add_nn_rules(Rows& rows) {
@@ -418,6 +508,8 @@ void add_nn_rules(Rows& rows) {
   rows.push_back({{"native_layer_norm", "native_layer_norm.out"}, layer_norm_rule});
   rows.push_back({{"native_layer_norm_backward", "native_layer_norm_backward.out"}, layer_norm_backward_rule});
   rows.push_back({{"native_dropout_backward", "native_dropout_backward.out"}, dropout_backward_rule});
+  rows.push_back({{"_cdist_forward", "_cdist_forward.out"}, cdist_rule});
+  rows.push_back({{"_cdist_backward", "_cdist_backward.out"}, cdist_backward_rule});
 }
 
 }  // namespace torch_tpu

@@ -22,6 +22,8 @@ using Ints = std::vector<int64_t>;
 
 std::string list(const Ints& v) { return i64_list(v); }
 
+Ints tail(const Ints& v, size_t n) { return Ints(v.end() - static_cast<int64_t>(n), v.end()); }
+
 Ints others(int64_t rank, int64_t d) {
   Ints out;
   for (int64_t i = 0; i < rank; ++i) {
@@ -214,8 +216,6 @@ Taps cubic_taps(HloBuilder& b, int64_t in, int64_t out, bool align_corners, std:
 
 // ---- rules ----
 
-Ints tail(const Ints& v, size_t n) { return Ints(v.end() - static_cast<int64_t>(n), v.end()); }
-
 // Applies per-dim taps (taps[i] for spatial dim i of `nd`) to x, innermost dim first.
 Value resample(HloBuilder& b, Value x, const std::vector<Taps>& taps) {
   int64_t lead = x.type.rank() - static_cast<int64_t>(taps.size());
@@ -248,12 +248,36 @@ LoweringRule pad_rule(size_t nd, bool reflect) {  // reflection_padNd / replicat
   };
 }
 
-LoweringRule pad_backward_rule(size_t nd, bool reflect) {  // (grad_output, self, padding)
+// (grad_output, self, padding): every output gradient added to the input position it was read from, in the
+// tensor's own dtype and in output scan order (one scatter over flat plane positions), as PyTorch's CPU kernel
+// accumulates, so half types round the same way.
+LoweringRule pad_backward_rule(size_t nd, bool reflect) {
   return [nd, reflect](OpContext& c) -> V {
+    HloBuilder& b = c.b;
     Value g = c.tensor(0);
     TensorType o = c.out(0);
-    Value acc = c.b.convert(g, opmath_type(o.dtype));
-    return {to_result(c, resample_backward(c.b, acc, padding_taps(c, o.dims, g.type.dims, nd, reflect)))};
+    std::vector<Taps> taps = padding_taps(c, o.dims, g.type.dims, nd, reflect);
+    int64_t rank = o.rank(), lead = rank - static_cast<int64_t>(nd);
+    int64_t planes = 1, in_plane = 1, out_plane = 1;
+    for (int64_t d = 0; d < lead; ++d) planes *= o.dims[d];
+    Ints out_sp = tail(g.type.dims, nd);
+    TensorType it{ElementType::kS64, out_sp};
+    Value flat = b.constant(0, it.dtype, it.dims);
+    for (int64_t i = static_cast<int64_t>(nd) - 1; i >= 0; --i) {
+      Value idx = b.broadcast_in_dim(taps[static_cast<size_t>(i)].index[0], out_sp, {i});
+      idx = b.binary("stablehlo.multiply", idx, b.constant(static_cast<double>(in_plane), it.dtype, it.dims));
+      flat = b.binary("stablehlo.add", flat, idx);
+      in_plane *= o.dims[lead + i];
+      out_plane *= out_sp[static_cast<size_t>(i)];
+    }
+    if (o.numel() == 0 || g.type.numel() == 0) return {zeros(b, o)};
+    TensorType pt{ElementType::kS64, {planes, out_plane}};
+    Value base = b.binary("stablehlo.multiply", b.iota(pt, 0), b.constant(static_cast<double>(in_plane), pt.dtype, pt.dims));
+    Value points = b.binary("stablehlo.add", base, b.broadcast_in_dim(b.reshape(flat, {out_plane}), pt.dims, {1}));
+    Value into = zeros(b, {o.dtype, {planes * in_plane}});
+    Value upd = b.convert(b.reshape(g, {planes * out_plane}), o.dtype);
+    Value r = scatter_add_dim(b, into, upd, b.reshape(points, {planes * out_plane}), 0);
+    return {b.reshape(r, o.dims)};
   };
 }
 
