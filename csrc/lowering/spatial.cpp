@@ -178,8 +178,10 @@ Taps linear_taps(HloBuilder& b, int64_t in, int64_t out, bool align_corners, std
   auto [i0, l1] = index_and_lambda(io, src, in);
   Value step = b.select(b.compare(CompareDirection::kLt, i0, io.k64(static_cast<double>(in - 1))), io.k64(1), io.k64(0));
   Value i1 = b.binary("stablehlo.add", i0, step);
-  Value l0 = b.binary("stablehlo.subtract", io.kf(1), l1);
-  return {in, out, {i0, i1}, {round_to(b, l0, wt), round_to(b, l1, wt)}};
+  // lambda1 is stored in the input's dtype first and lambda0 computed from that stored value (as the CPU does).
+  l1 = round_to(b, l1, wt);
+  Value l0 = round_to(b, b.binary("stablehlo.subtract", io.kf(1), l1), wt);
+  return {in, out, {i0, i1}, {l0, l1}};
 }
 
 // Keys' cubic convolution with A = -0.75, as PyTorch evaluates it.
@@ -302,7 +304,8 @@ std::vector<Taps> upsample_taps(OpContext& c, Mode mode, size_t nd, const Ints& 
     switch (mode) {
       case Mode::kNearest: taps.push_back(nearest_taps(c.b, n, m, s, false)); break;
       case Mode::kNearestExact: taps.push_back(nearest_taps(c.b, n, m, s, true)); break;
-      case Mode::kLinear: taps.push_back(linear_taps(c.b, n, m, align, s, wt)); break;
+      // The CPU's 2-D bilinear kernel keeps its weights in float (the 1-D and 3-D ones store them in the input dtype).
+      case Mode::kLinear: taps.push_back(linear_taps(c.b, n, m, align, s, nd == 2 ? ElementType::kF32 : wt)); break;
       case Mode::kCubic: taps.push_back(cubic_taps(c.b, n, m, align, s, wt)); break;
     }
   }
