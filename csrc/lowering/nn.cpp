@@ -1,5 +1,6 @@
-// Neural-network ops: softmax family, losses, layer norm, dropout backward, cdist.
+// Neural-network ops: softmax family, losses, layer norm, dropout backward, cdist, multi_margin_loss.
 // Half-precision inputs are computed in f32 and converted back, as PyTorch's CPU kernels accumulate in float.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -482,6 +483,78 @@ V cdist_backward_rule(OpContext& c) {
   return {b.convert(s, o.dtype)};
 }
 
+// ---- multi_margin_loss ----
+
+// What forward and backward share: x as (N, C) in the compute type, the one-hot of each target, the margin terms
+// z = margin - x[y] + x[i] (0 at the target itself, where PyTorch skips the class), and each sample's weight.
+struct MarginParts {
+  Value x, hot, z, w;
+  int64_t n, classes;
+};
+
+// Args from `si`: self, target, p, margin, weight?, reduction.
+MarginParts margin_parts(OpContext& c, size_t si, ElementType t) {
+  HloBuilder& b = c.b;
+  MarginParts m;
+  Value x = b.convert(c.tensor(si), t);
+  m.classes = x.type.rank() == 0 ? 1 : x.type.dims.back();
+  m.n = x.type.numel() / std::max<int64_t>(m.classes, 1);
+  m.x = b.reshape(x, {m.n, m.classes});
+  c.check_index_range(si + 1, 0, m.classes, "target out of range");
+  Value y = b.reshape(b.convert(c.tensor(si + 1), ElementType::kS64), {m.n});
+  std::vector<int64_t> nc{m.n, m.classes};
+  m.hot = b.compare(CompareDirection::kEq, b.iota({ElementType::kS64, nc}, 1), b.broadcast_in_dim(y, nc, {0}));
+  Value xy = reduce_sum(b, b.select(m.hot, m.x, k(b, 0, m.x)), {1});
+  m.z = add(b, sub(b, k(b, c.scalar(si + 3), m.x), b.broadcast_in_dim(xy, nc, {0})), m.x);
+  m.z = b.select(m.hot, k(b, 0, m.z), m.z);
+  m.w = k(b, 1, xy);
+  if (present(c, si + 4)) {
+    Value wv = b.broadcast_in_dim(b.convert(c.tensor(si + 4), t), nc, {1});
+    m.w = reduce_sum(b, b.select(m.hot, wv, k(b, 0, m.x)), {1});
+  }
+  return m;
+}
+
+V multi_margin_rule(OpContext& c) {  // multi_margin_loss(self, target, p, margin, weight?, reduction)
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  int64_t p = c.integer(2);
+  TORCH_CHECK(p == 1 || p == 2, "only p == 1 and p == 2 supported");
+  MarginParts m = margin_parts(c, 0, t);
+  Value pos = b.binary("stablehlo.maximum", m.z, k(b, 0, m.z));
+  Value h = p == 1 ? pos : mul(b, pos, pos);
+  Value loss = mul(b, reduce_sum(b, h, {1}), m.w);
+  loss = div(b, loss, k(b, static_cast<double>(m.classes), loss));
+  int64_t reduction = c.integer(5);
+  if (reduction == kNone) return {b.convert(b.reshape(loss, o.dims), o.dtype)};
+  Value s = reduce_sum(b, loss, {0});
+  if (reduction == kMean) s = div(b, s, k(b, static_cast<double>(m.n), s));
+  return {b.convert(s, o.dtype)};
+}
+
+// multi_margin_loss_backward(grad_output, self, target, p, margin, weight?, reduction)
+V multi_margin_backward_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  MarginParts m = margin_parts(c, 1, t);
+  std::vector<int64_t> nc{m.n, m.classes};
+  double scale = 1.0 / static_cast<double>(m.classes);
+  int64_t reduction = c.integer(6);
+  if (reduction == kMean) scale /= static_cast<double>(m.n);
+  Value g = b.convert(c.tensor(0), t);
+  g = reduction == kNone ? b.reshape(g, {m.n}) : b.broadcast_to(b.reshape(g, {}), {m.n});
+  g = mul(b, mul(b, g, k(b, scale, g)), m.w);
+  Value gb = b.broadcast_in_dim(g, nc, {0});
+  Value h = c.integer(3) == 1 ? gb : mul(b, mul(b, gb, k(b, 2, gb)), m.z);
+  h = b.select(b.compare(CompareDirection::kGt, m.z, k(b, 0, m.z)), h, k(b, 0, h));
+  h = b.select(m.hot, k(b, 0, h), h);
+  Value at_target = b.broadcast_in_dim(reduce_sum(b, h, {1}), nc, {0});
+  Value grad = b.select(m.hot, b.unary("stablehlo.negate", at_target), h);
+  return {b.convert(b.reshape(grad, o.dims), o.dtype)};
+}
+
 }  // namespace
 
 void add_nn_rules(Rows& rows) {
@@ -509,6 +582,8 @@ void add_nn_rules(Rows& rows) {
   rows.push_back({{"native_layer_norm_backward", "native_layer_norm_backward.out"}, layer_norm_backward_rule});
   rows.push_back({{"native_dropout_backward", "native_dropout_backward.out"}, dropout_backward_rule});
   rows.push_back({{"_cdist_forward", "_cdist_forward.out"}, cdist_rule});
+  rows.push_back({{"multi_margin_loss", "multi_margin_loss.out"}, multi_margin_rule});
+  rows.push_back({{"multi_margin_loss_backward", "multi_margin_loss_backward.grad_input"}, multi_margin_backward_rule});
   rows.push_back({{"_cdist_backward", "_cdist_backward.out"}, cdist_backward_rule});
 }
 
