@@ -1,4 +1,4 @@
-// Neural-network ops: softmax family, losses, layer norm, dropout backward, cdist, multi_margin_loss.
+// Neural-network ops: softmax family, losses, layer norm, dropout backward, cdist/pdist, multi_margin_loss.
 // Half-precision inputs are computed in f32 and converted back, as PyTorch's CPU kernels accumulate in float.
 #include <algorithm>
 #include <cmath>
@@ -414,8 +414,37 @@ Value pairwise_diff(HloBuilder& b, const Value& x1, const Value& x2) {
   return sub(b, a, c);
 }
 
-// _cdist_forward(x1, x2, p, compute_mode): the p-norm of every row difference, as PyTorch's CPU kernel computes
-// it (p = 0 counts nonzero differences, p = inf takes the largest).
+// The p-norm over the last dim of |differences| `d`, as PyTorch's CPU distance kernels compute it (p = 0 counts
+// nonzero differences, p = inf takes the largest).
+Value pnorm_last(HloBuilder& b, const Value& d, double p) {
+  int64_t last = d.type.rank() - 1;
+  if (p == 0) return reduce_sum(b, b.binary("stablehlo.minimum", b.unary("stablehlo.ceil", d), k(b, 1, d)), {last});
+  if (std::isinf(p)) return b.reduce(d, b.constant(0, d.type.dtype), {last}, "stablehlo.maximum");
+  if (p == 1) return reduce_sum(b, d, {last});
+  if (p == 2) return b.unary("stablehlo.sqrt", reduce_sum(b, mul(b, d, d), {last}));
+  Value s = reduce_sum(b, b.binary("stablehlo.power", d, k(b, p, d)), {last});
+  return b.binary("stablehlo.power", s, k(b, 1.0 / p, s));
+}
+
+// PyTorch's per-norm derivative of a distance with respect to one difference, times its gradient g (g and dist
+// broadcast to diff's shape); 0 where the distance is 0.
+Value pnorm_grad(HloBuilder& b, const Value& diff, const Value& g, const Value& dist, double p) {
+  Value zero = k(b, 0, diff);
+  Value sign = b.unary("stablehlo.sign", diff);
+  Value ad = b.unary("stablehlo.abs", diff);
+  if (p == 0) return zero;
+  if (p == 1) return mul(b, g, sign);
+  if (std::isinf(p)) return b.select(b.compare(CompareDirection::kEq, ad, dist), mul(b, g, sign), zero);
+  Value num = p == 2 ? diff
+              : p < 2 ? mul(b, sign, b.binary("stablehlo.power", ad, k(b, p - 1, ad)))
+                      : mul(b, diff, b.binary("stablehlo.power", ad, k(b, p - 2, ad)));
+  Value den = p == 2 ? dist : b.binary("stablehlo.power", dist, k(b, p - 1, dist));
+  Value r = b.select(b.compare(CompareDirection::kEq, dist, zero), zero, div(b, mul(b, num, g), den));
+  if (p < 1) r = b.select(b.compare(CompareDirection::kEq, diff, zero), zero, r);
+  return r;
+}
+
+// _cdist_forward(x1, x2, p, compute_mode): the p-norm of every row difference.
 V cdist_rule(OpContext& c) {
   HloBuilder& b = c.b;
   TensorType o = c.out(0);
@@ -423,20 +452,7 @@ V cdist_rule(OpContext& c) {
   double p = c.scalar(2);
   TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
   Value d = b.unary("stablehlo.abs", pairwise_diff(b, b.convert(c.tensor(0), t), b.convert(c.tensor(1), t)));
-  int64_t last = d.type.rank() - 1;
-  Value r;
-  if (p == 0) {
-    r = reduce_sum(b, b.binary("stablehlo.minimum", b.unary("stablehlo.ceil", d), k(b, 1, d)), {last});
-  } else if (std::isinf(p)) {
-    r = b.reduce(d, b.constant(0, t), {last}, "stablehlo.maximum");
-  } else if (p == 1) {
-    r = reduce_sum(b, d, {last});
-  } else if (p == 2) {
-    r = b.unary("stablehlo.sqrt", reduce_sum(b, mul(b, d, d), {last}));
-  } else {
-    Value s = reduce_sum(b, b.binary("stablehlo.power", d, k(b, p, d)), {last});
-    r = b.binary("stablehlo.power", s, k(b, 1.0 / p, s));
-  }
+  Value r = pnorm_last(b, d, p);
   return {b.convert(r, o.dtype)};
 }
 
@@ -454,27 +470,10 @@ V cdist_backward_rule(OpContext& c) {
   std::vector<int64_t> gdims(full.begin(), full.end() - 1);
   Value g = b.broadcast_in_dim(b.broadcast_to(b.convert(c.tensor(0), t), gdims), full, lead);
   Value dist = b.broadcast_in_dim(b.broadcast_to(b.convert(c.tensor(4), t), gdims), full, lead);
-  Value zero = k(b, 0, diff);
-  Value sign = b.unary("stablehlo.sign", diff);
-  Value ad = b.unary("stablehlo.abs", diff);
-  Value r;
-  if (p == 0) {
-    r = zero;
-  } else if (p == 1) {
-    r = mul(b, g, sign);
-  } else if (std::isinf(p)) {
-    r = b.select(b.compare(CompareDirection::kEq, ad, dist), mul(b, g, sign), zero);
-  } else {
-    Value num = p == 2 ? diff
-                : p < 2 ? mul(b, sign, b.binary("stablehlo.power", ad, k(b, p - 1, ad)))
-                        : mul(b, diff, b.binary("stablehlo.power", ad, k(b, p - 2, ad)));
-    Value den = p == 2 ? dist : b.binary("stablehlo.power", dist, k(b, p - 1, dist));
-    r = b.select(b.compare(CompareDirection::kEq, dist, zero), zero, div(b, mul(b, num, g), den));
-    if (p < 1) r = b.select(b.compare(CompareDirection::kEq, diff, zero), zero, r);
-  }
+  Value r = pnorm_grad(b, diff, g, dist, p);
   Value s = reduce_sum(b, r, {rank - 2});  // (B.., P, M)
   // Batch dims x1 did not have (or had as 1) were broadcast: sum them away.
-  std::vector<int64_t> reduce_dims, keep;
+  std::vector<int64_t> reduce_dims;
   int64_t extra = s.type.rank() - o.rank();
   for (int64_t i = 0; i < s.type.rank(); ++i) {
     if (i < extra || (o.dims[i - extra] == 1 && s.type.dims[i] != 1)) reduce_dims.push_back(i);
@@ -555,6 +554,56 @@ V multi_margin_backward_rule(OpContext& c) {
   return {b.convert(b.reshape(grad, o.dims), o.dtype)};
 }
 
+// ---- pdist ----
+
+// The condensed (upper-triangle, row by row) vector `v` of an n x n symmetric matrix with zero diagonal, expanded.
+Value symmetric_from_condensed(HloBuilder& b, const Value& v, int64_t n) {
+  std::vector<Value> rows;
+  int64_t off = 0;
+  Value zero = b.constant(0, v.type.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t len = n - 1 - i;
+    Value row = len > 0 ? b.slice(v, {off}, {off + len}) : b.constant(0, v.type.dtype, {0});
+    row = b.op1("stablehlo.pad", {row, zero}, {v.type.dtype, {n}},
+                "edge_padding_low = array<i64: " + std::to_string(i + 1) + ">, edge_padding_high = array<i64: 0>, "
+                "interior_padding = array<i64: 0>");
+    rows.push_back(b.reshape(row, {1, n}));
+    off += len;
+  }
+  Value upper = rows.size() == 1 ? rows[0] : b.concatenate(rows, 0);
+  return add(b, upper, b.transpose(upper, {1, 0}));
+}
+
+V pdist_rule(OpContext& c) {  // _pdist_forward(self, p): distances between rows i < j, row by row
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  double p = c.scalar(1);
+  TORCH_CHECK(p >= 0, "pdist only supports non-negative p values");
+  Value x = b.convert(c.tensor(0), t);
+  int64_t n = x.type.dims[0];
+  if (o.numel() == 0) return {zeros(b, o)};
+  Value full = pnorm_last(b, b.unary("stablehlo.abs", pairwise_diff(b, x, x)), p);  // (n, n)
+  std::vector<Value> parts;
+  for (int64_t i = 0; i + 1 < n; ++i) parts.push_back(b.reshape(b.slice(full, {i, i + 1}, {i + 1, n}), {n - 1 - i}));
+  Value r = parts.size() == 1 ? parts[0] : b.concatenate(parts, 0);
+  return {b.convert(r, o.dtype)};
+}
+
+V pdist_backward_rule(OpContext& c) {  // _pdist_backward(grad, self, p, pdist)
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  Value x = b.convert(c.tensor(1), t);
+  int64_t n = x.type.dims[0];
+  if (o.numel() == 0 || n < 2) return {zeros(b, o)};
+  Value diff = pairwise_diff(b, x, x);  // (n, n, m)
+  const auto& full = diff.type.dims;
+  Value g = b.broadcast_in_dim(symmetric_from_condensed(b, b.convert(c.tensor(0), t), n), full, {0, 1});
+  Value dist = b.broadcast_in_dim(symmetric_from_condensed(b, b.convert(c.tensor(3), t), n), full, {0, 1});
+  return {b.convert(reduce_sum(b, pnorm_grad(b, diff, g, dist, c.scalar(2)), {1}), o.dtype)};
+}
+
 }  // namespace
 
 void add_nn_rules(Rows& rows) {
@@ -582,6 +631,8 @@ void add_nn_rules(Rows& rows) {
   rows.push_back({{"native_layer_norm_backward", "native_layer_norm_backward.out"}, layer_norm_backward_rule});
   rows.push_back({{"native_dropout_backward", "native_dropout_backward.out"}, dropout_backward_rule});
   rows.push_back({{"_cdist_forward", "_cdist_forward.out"}, cdist_rule});
+  rows.push_back({{"_pdist_forward", "_pdist_forward.out"}, pdist_rule});
+  rows.push_back({{"_pdist_backward", "_pdist_backward.out"}, pdist_backward_rule});
   rows.push_back({{"multi_margin_loss", "multi_margin_loss.out"}, multi_margin_rule});
   rows.push_back({{"multi_margin_loss_backward", "multi_margin_loss_backward.grad_input"}, multi_margin_backward_rule});
   rows.push_back({{"_cdist_backward", "_cdist_backward.out"}, cdist_backward_rule});

@@ -283,6 +283,13 @@ def test_cdist_equal_rows_and_noncontiguous():
     check(lambda x, y: torch.cdist(x, y, compute_mode=mode), r(3, 6)[:, ::2], r(6, 5).t()[:, :3])
 
 
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+def test_pdist(p):
+    check(lambda x: F.pdist(x, p=p), r(5, 3), rtol=1e-5, atol=1e-5)
+    check(lambda x: F.pdist(x, p=p), r(2, 4), rtol=1e-5, atol=1e-5)
+    check(lambda x: F.pdist(x, p=p), r(4, 6)[:, ::2], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "fn",
     [

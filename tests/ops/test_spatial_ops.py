@@ -259,6 +259,12 @@ OPINFO_OPS = [
     "nn.functional.max_unpool3d",
     "nn.functional.unfold",
     "nn.functional.group_norm",
+    "cdist",
+    "nn.functional.pdist",
+    "index_reduce.prod",
+    "index_reduce.mean",
+    "index_reduce.amax",
+    "index_reduce.amin",
 ]
 
 
