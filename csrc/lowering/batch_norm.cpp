@@ -1,4 +1,4 @@
-// Batch normalisation: forward (training statistics or running statistics) and backward. In training mode the
+// Batch and group normalisation. Batch norm: forward (training statistics or running statistics) and backward. In training mode the
 // forward also updates running_mean / running_var in place — ATen's native_batch_norm does so without marking the
 // arguments written in its schema, so the rule writes them explicitly (OpContext::update_arg).
 #include "lowering/op_context.h"
@@ -132,11 +132,85 @@ V batch_norm_backward_rule(OpContext& c) {
   return results;
 }
 
+// ---- group norm ----
+
+// x (N, C, *) viewed as (N, G, C/G, HxW), in the statistics type.
+struct Groups {
+  int64_t n, c, hw, g;
+  std::vector<int64_t> grouped() const { return {n, g, c / g, hw}; }
+  double count() const { return static_cast<double>(c / g * hw); }
+};
+
+Groups groups_of(OpContext& c, size_t first) {  // N, C, HxW, group
+  return {c.integer(first), c.integer(first + 1), c.integer(first + 2), c.integer(first + 3)};
+}
+
+// (N, G) statistics broadcast over the grouped view.
+Value per_group(HloBuilder& b, const Value& v, const Groups& gr) {
+  return b.broadcast_in_dim(b.reshape(v, {gr.n, gr.g}), gr.grouped(), {0, 1});
+}
+
+// (C,) parameters broadcast over the grouped view.
+Value per_group_channel(HloBuilder& b, const Value& v, const Groups& gr) {
+  return b.broadcast_in_dim(b.reshape(v, {gr.g, gr.c / gr.g}), gr.grouped(), {1, 2});
+}
+
+// native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd); mean/rstd are (N, group).
+V group_norm_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value x0 = c.tensor(0);
+  ElementType t = stats_type(x0.type.dtype);
+  Groups gr = groups_of(c, 3);
+  Value x = b.reshape(b.convert(x0, t), gr.grouped());
+  Value mean = reduce_sum(b, x, {2, 3});
+  mean = mul(b, mean, k(b, 1.0 / gr.count(), mean));
+  Value xc = sub(b, x, per_group(b, mean, gr));
+  Value var = reduce_sum(b, mul(b, xc, xc), {2, 3});
+  var = mul(b, var, k(b, 1.0 / gr.count(), var));
+  Value rstd = inv_std(b, var, c.scalar(7));
+  Value y = mul(b, xc, per_group(b, rstd, gr));
+  if (c.has(1)) y = mul(b, y, per_group_channel(b, b.convert(c.tensor(1), t), gr));
+  if (c.has(2)) y = add(b, y, per_group_channel(b, b.convert(c.tensor(2), t), gr));
+  return {b.convert(b.reshape(y, x0.type.dims), c.out(0).dtype), b.convert(mean, c.out(1).dtype),
+          b.convert(rstd, c.out(2).dtype)};
+}
+
+// native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask)
+//   -> (grad_input, grad_weight, grad_bias)
+V group_norm_backward_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value x0 = c.tensor(1);
+  ElementType t = stats_type(x0.type.dtype);
+  Groups gr = groups_of(c, 5);
+  Value x = b.reshape(b.convert(x0, t), gr.grouped());
+  Value g = b.reshape(b.convert(c.tensor(0), t), gr.grouped());
+  Value rstd = per_group(b, b.convert(c.tensor(3), t), gr);
+  Value xhat = mul(b, sub(b, x, per_group(b, b.convert(c.tensor(2), t), gr)), rstd);
+  Value unused = b.constant(0, t);
+  V results{unused, unused, unused};
+  if (c.out_defined(0)) {
+    Value gx = c.has(4) ? mul(b, g, per_group_channel(b, b.convert(c.tensor(4), t), gr)) : g;
+    double inv = 1.0 / gr.count();
+    Value m1 = reduce_sum(b, gx, {2, 3});
+    Value m2 = reduce_sum(b, mul(b, gx, xhat), {2, 3});
+    m1 = b.broadcast_in_dim(mul(b, m1, k(b, inv, m1)), gr.grouped(), {0, 1});
+    m2 = b.broadcast_in_dim(mul(b, m2, k(b, inv, m2)), gr.grouped(), {0, 1});
+    Value dx = mul(b, sub(b, sub(b, gx, m1), mul(b, xhat, m2)), rstd);
+    results[0] = b.convert(b.reshape(dx, x0.type.dims), c.out(0).dtype);
+  }
+  auto per_channel_sum = [&](const Value& v) { return b.reshape(reduce_sum(b, v, {0, 3}), {gr.c}); };
+  if (c.out_defined(1)) results[1] = b.convert(per_channel_sum(mul(b, g, xhat)), c.out(1).dtype);
+  if (c.out_defined(2)) results[2] = b.convert(per_channel_sum(g), c.out(2).dtype);
+  return results;
+}
+
 }  // namespace
 
 void add_batch_norm_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"native_batch_norm"}, batch_norm_rule});
   rows.push_back({{"native_batch_norm_backward"}, batch_norm_backward_rule});
+  rows.push_back({{"native_group_norm", "native_group_norm.out"}, group_norm_rule});
+  rows.push_back({{"native_group_norm_backward", "native_group_norm_backward.out"}, group_norm_backward_rule});
 }
 
 }  // namespace torch_tpu

@@ -8,14 +8,79 @@
 #include <string>
 
 #include "lowering/op_context.h"
+#include "lowering/pooling.h"
 
 namespace torch_tpu {
-namespace {
 
-using Rows = std::vector<LoweringRow>;
 using V = std::vector<Value>;
 using Ints = std::vector<int64_t>;
 
+// Flat position of each element within its spatial plane (h*W + w), as PyTorch's max pooling indices count.
+Value spatial_positions(HloBuilder& b, const Ints& dims, size_t nd) {
+  TensorType t{ElementType::kS64, dims};
+  int64_t rank = static_cast<int64_t>(dims.size()), scale = 1;
+  Value pos = zeros(b, t);
+  for (int64_t d = rank - 1; d >= rank - static_cast<int64_t>(nd); --d) {
+    Value term = b.binary("stablehlo.multiply", b.iota(t, d), b.constant(static_cast<double>(scale), t.dtype, dims));
+    pos = b.binary("stablehlo.add", pos, term);
+    scale *= dims[d];
+  }
+  return pos;
+}
+
+// (value, position) pairs combined as PyTorch's max pooling does: the larger value wins, NaN beats numbers, ties
+// go to the lower position (the first in scan order), except between NaNs, where PyTorch's loop keeps the last.
+std::string max_with_index_region(HloBuilder& b, ElementType t) {
+  TensorType vs{t, {}}, is{ElementType::kS64, {}};
+  return b.region({vs, is, vs, is}, [&](HloBuilder& r, const V& a) {
+    Value gt = r.compare(CompareDirection::kGt, a[0], a[2]);
+    Value eq = r.compare(CompareDirection::kEq, a[0], a[2]);
+    if (is_floating(t)) {
+      Value an = r.compare(CompareDirection::kNe, a[0], a[0]), bn = r.compare(CompareDirection::kNe, a[2], a[2]);
+      Value b_num = r.unary("stablehlo.not", bn);
+      gt = r.binary("stablehlo.or", gt, r.binary("stablehlo.and", an, b_num));
+      eq = r.binary("stablehlo.or", eq, r.binary("stablehlo.and", an, bn));
+    }
+    // Ties go to the first position, except between NaNs: PyTorch's loop takes every NaN it meets, so the last.
+    Value first = r.compare(CompareDirection::kLt, a[1], a[3]);
+    if (is_floating(t)) {
+      Value both_nan = r.binary("stablehlo.and", r.compare(CompareDirection::kNe, a[0], a[0]),
+                                r.compare(CompareDirection::kNe, a[2], a[2]));
+      first = r.select(both_nan, r.compare(CompareDirection::kGt, a[1], a[3]), first);
+    }
+    Value take_a = r.binary("stablehlo.or", gt, r.binary("stablehlo.and", eq, first));
+    return V{r.select(take_a, a[0], a[2]), r.select(take_a, a[1], a[3])};
+  });
+}
+
+// Each gradient of g (..., o...) added into a zero tensor shaped `x_dims` at the flat spatial position its index
+// names (max pooling's backward; overlapping windows accumulate).
+Value scatter_plane_grads(HloBuilder& b, const Value& g, const Value& indices, const Ints& x_dims, size_t nd) {
+  Value idx = b.convert(indices, ElementType::kS64);
+  int64_t rank = static_cast<int64_t>(x_dims.size()), lead = rank - static_cast<int64_t>(nd);
+  int64_t planes = 1, plane = 1, windows = 1;
+  for (int64_t d = 0; d < lead; ++d) planes *= x_dims[d];
+  for (int64_t d = lead; d < rank; ++d) {
+    plane *= x_dims[d];
+    windows *= g.type.dims[d];
+  }
+  TensorType it{ElementType::kS64, {planes, windows}};
+  Value base = b.binary("stablehlo.multiply", b.iota(it, 0), b.constant(static_cast<double>(plane), it.dtype, it.dims));
+  Value flat = b.reshape(b.binary("stablehlo.add", base, b.reshape(idx, it.dims)), {planes * windows, 1});
+  TensorType s{g.type.dtype, {}};
+  std::string body = b.region({s, s}, [](HloBuilder& r, const V& a) { return V{r.binary("stablehlo.add", a[0], a[1])}; });
+  Value into = zeros(b, {g.type.dtype, {planes * plane}});
+  Value r = b.op1("stablehlo.scatter", {into, flat, b.reshape(g, {planes * windows})}, into.type,
+                  "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [], inserted_window_dims = "
+                  "[0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+                  "unique_indices = false",
+                  {body});
+  return b.reshape(r, x_dims);
+}
+
+namespace {
+
+using Rows = std::vector<LoweringRow>;
 // A per-spatial-dim parameter: PyTorch accepts one value for all dims, and empty for the default.
 Ints expand(const Ints& v, size_t n, const Ints& fallback) {
   if (v.empty()) return fallback;
@@ -25,6 +90,11 @@ Ints expand(const Ints& v, size_t n, const Ints& fallback) {
 }
 
 Ints repeat(size_t n, int64_t value) { return Ints(n, value); }
+
+// Half-precision convolutions and averages accumulate in f32, as PyTorch's CPU kernels do.
+ElementType accumulation_type(ElementType t) {
+  return t == ElementType::kF16 || t == ElementType::kBF16 ? ElementType::kF32 : t;
+}
 
 std::string padding_attr(const Ints& lo, const Ints& hi) {
   std::string s = "dense<[";
@@ -152,20 +222,24 @@ V convolution_rule(OpContext& c) {
   size_t nd = static_cast<size_t>(w.type.rank() - 2);
   TORCH_CHECK(x.type.rank() == w.type.rank(), "tpu convolution expects a batched input of rank ", w.type.rank());
   ConvParams p = conv_params(c, 3, nd);
-  x = c.b.convert(x, o.dtype);
-  w = c.b.convert(w, o.dtype);
+  // Half types accumulate in float32 (bias included) and round once, as PyTorch's CPU kernels do.
+  ElementType t = accumulation_type(o.dtype);
+  x = c.b.convert(x, t);
+  w = c.b.convert(w, t);
   Value y = c.flag(6) ? conv_adjoint(c.b, x, w, p, o.dims) : conv_forward(c.b, x, w, p);
   // An absent bias can arrive as an undefined tensor rather than None.
   bool has_bias = c.has(2) && (!c.is_tensor(2) || c.arg(2).toTensor().defined());
   if (has_bias) y = add_bias(c.b, y, c.tensor(2));
-  return {y};
+  return {c.b.convert(y, o.dtype)};
 }
 
 // convolution_backward(grad_output, input, weight, bias_sizes?, stride, padding, dilation, transposed,
 // output_padding, groups, output_mask) and the _overrideable form, which has no bias_sizes.
 LoweringRule convolution_backward_rule(size_t shift) {
   return [shift](OpContext& c) -> V {
-    Value g = c.tensor(0), x = c.tensor(1), w = c.tensor(2);
+    Value g0 = c.tensor(0), x0 = c.tensor(1), w0 = c.tensor(2);
+    ElementType t = accumulation_type(g0.type.dtype);
+    Value g = c.b.convert(g0, t), x = c.b.convert(x0, t), w = c.b.convert(w0, t);
     size_t nd = static_cast<size_t>(w.type.rank() - 2);
     ConvParams p = conv_params(c, 4 - shift, nd);
     bool transposed = c.flag(7 - shift);
@@ -190,6 +264,9 @@ LoweringRule convolution_backward_rule(size_t shift) {
       Ints dims{0};
       for (int64_t d = 2; d < g.type.rank(); ++d) dims.push_back(d);
       out[2] = reduce_sum(c.b, g, dims);
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      if (mask[i]) out[i] = c.b.convert(out[i], c.out(i).dtype);
     }
     return out;
   };
@@ -268,19 +345,6 @@ Value window_sum(HloBuilder& b, const Value& padded, const Pool& p, const Ints& 
   return reduce_window(b, {padded}, {b.constant(0, t)}, p, out_dims, stride, add_region(b, t))[0];
 }
 
-// Flat position of each element within its spatial plane (h*W + w), as PyTorch's max pooling indices count.
-Value spatial_positions(HloBuilder& b, const Ints& dims, size_t nd) {
-  TensorType t{ElementType::kS64, dims};
-  int64_t rank = static_cast<int64_t>(dims.size()), scale = 1;
-  Value pos = zeros(b, t);
-  for (int64_t d = rank - 1; d >= rank - static_cast<int64_t>(nd); --d) {
-    Value term = b.binary("stablehlo.multiply", b.iota(t, d), b.constant(static_cast<double>(scale), t.dtype, dims));
-    pos = b.binary("stablehlo.add", pos, term);
-    scale *= dims[d];
-  }
-  return pos;
-}
-
 // max_pool{2,3}d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (values, indices).
 // One variadic reduce_window carries (value, position): the larger value wins, NaN beats numbers, and ties go to
 // the lower position, which is the first in scan order as on the CPU.
@@ -296,62 +360,20 @@ LoweringRule max_pool_rule(size_t nd) {
     Value low = c.b.constant(lowest(t), t), none = c.b.constant(far, ElementType::kS64);
     Value xv = pad(c.b, x, low, lo, hi, interior);
     Value xi = pad(c.b, spatial_positions(c.b, x.type.dims, nd), none, lo, hi, interior);
-    TensorType vs{t, {}}, is{ElementType::kS64, {}};
-    std::string body = c.b.region({vs, is, vs, is}, [&](HloBuilder& r, const V& a) {
-      Value gt = r.compare(CompareDirection::kGt, a[0], a[2]);
-      Value eq = r.compare(CompareDirection::kEq, a[0], a[2]);
-      if (is_floating(t)) {
-        Value an = r.compare(CompareDirection::kNe, a[0], a[0]), bn = r.compare(CompareDirection::kNe, a[2], a[2]);
-        Value b_num = r.unary("stablehlo.not", bn);
-        gt = r.binary("stablehlo.or", gt, r.binary("stablehlo.and", an, b_num));
-        eq = r.binary("stablehlo.or", eq, r.binary("stablehlo.and", an, bn));
-      }
-      // Ties go to the first position, except between NaNs: PyTorch's loop takes every NaN it meets, so the last.
-      Value first = r.compare(CompareDirection::kLt, a[1], a[3]);
-      if (is_floating(t)) {
-        Value both_nan = r.binary("stablehlo.and", r.compare(CompareDirection::kNe, a[0], a[0]),
-                                  r.compare(CompareDirection::kNe, a[2], a[2]));
-        first = r.select(both_nan, r.compare(CompareDirection::kGt, a[1], a[3]), first);
-      }
-      Value take_a = r.binary("stablehlo.or", gt, r.binary("stablehlo.and", eq, first));
-      return V{r.select(take_a, a[0], a[2]), r.select(take_a, a[1], a[3])};
-    });
+    std::string body = max_with_index_region(c.b, t);
     return reduce_window(c.b, {xv, xi}, {low, none}, p, out_dims, p.stride, body);
   };
 }
 
 // max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
 // indices): scatter-adds each gradient to the input position its index names (overlapping windows accumulate).
-V max_pool_backward_rule(OpContext& c) {
-  Value g = c.tensor(0), x = c.tensor(1), idx = c.b.convert(c.tensor(7), ElementType::kS64);
-  size_t nd = c.op_name().find("3d") != std::string::npos ? 3 : 2;
-  int64_t rank = x.type.rank(), lead = rank - static_cast<int64_t>(nd);
-  int64_t planes = 1, plane = 1, windows = 1;
-  for (int64_t d = 0; d < lead; ++d) planes *= x.type.dims[d];
-  for (int64_t d = lead; d < rank; ++d) {
-    plane *= x.type.dims[d];
-    windows *= g.type.dims[d];
-  }
-  TensorType it{ElementType::kS64, {planes, windows}};
-  Value plane_size = c.b.constant(static_cast<double>(plane), it.dtype, it.dims);
-  Value base = c.b.binary("stablehlo.multiply", c.b.iota(it, 0), plane_size);
-  Value flat = c.b.binary("stablehlo.add", base, c.b.reshape(idx, it.dims));
-  flat = c.b.reshape(flat, {planes * windows, 1});
-  Value updates = c.b.reshape(g, {planes * windows});
-  std::string body = add_region(c.b, g.type.dtype);
-  Value into = zeros(c.b, {g.type.dtype, {planes * plane}});
-  Value r = c.b.op1("stablehlo.scatter", {into, flat, updates}, into.type,
-                    "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [], inserted_window_dims = "
-                    "[0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
-                    "unique_indices = false",
-                    {body});
-  return {c.b.reshape(r, x.type.dims)};
+LoweringRule max_pool_backward_rule(size_t indices_arg) {
+  return [indices_arg](OpContext& c) -> V {
+    size_t nd = c.op_name().find("3d") != std::string::npos ? 3 : 2;
+    return {scatter_plane_grads(c.b, c.tensor(0), c.tensor(indices_arg), c.arg(1).toTensor().sizes().vec(), nd)};
+  };
 }
 
-// Half-precision averages accumulate in f32, as PyTorch's CPU kernels do.
-ElementType accumulation_type(ElementType t) {
-  return t == ElementType::kF16 || t == ElementType::kBF16 ? ElementType::kF32 : t;
-}
 
 // The divisor of each average-pooling window, over the spatial output dims only: the window's size clipped to the
 // padded input (count_include_pad) or to the input itself.
@@ -517,7 +539,10 @@ void add_conv_rules(Rows& rows) {
   rows.push_back({{"max_pool3d_with_indices", "max_pool3d_with_indices.out"}, max_pool_rule(3)});
   rows.push_back({{"max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.grad_input",
                    "max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"},
-                  max_pool_backward_rule});
+                  max_pool_backward_rule(7)});
+  rows.push_back({{"adaptive_max_pool2d_backward", "adaptive_max_pool2d_backward.grad_input", "adaptive_max_pool3d_backward",
+                   "adaptive_max_pool3d_backward.grad_input"},
+                  max_pool_backward_rule(2)});
   rows.push_back({{"avg_pool2d", "avg_pool2d.out"}, avg_pool_rule(2)});
   rows.push_back({{"avg_pool3d", "avg_pool3d.out"}, avg_pool_rule(3)});
   rows.push_back({{"avg_pool2d_backward", "avg_pool2d_backward.grad_input"}, avg_pool_backward_rule(2)});

@@ -262,17 +262,14 @@ LoweringRule index_along_rule(Along kind) {
   };
 }
 
-// scatter_reduce.two(self, dim, index, src, reduce, include_self): without include_self the hit positions start
-// from the reduction's identity; mean divides by the number of contributions (floor division for integers).
-V scatter_reduce_rule(OpContext& c) {
-  DimScatter o = dim_scatter_operands(c);
-  if (o.empty) return {o.self};
-  const Value &self = o.self, &s = o.s, &index = o.index;
-  int64_t r = o.r, d = o.d;
+// Reduces src into s at `points` (full coordinates, shaped src + [rank]) with scatter_reduce's modes: without
+// include_self the hit positions start from the reduction's identity; mean divides by the number of contributions
+// (floor division for integers). scatter_reduce and index_reduce share it.
+Value reduce_into(OpContext& c, const Value& s, const Value& points, const Value& src, const std::string& mode,
+                  bool include_self) {
   ElementType t = s.type.dtype;
-  Value src = c.b.slice(as_rank1(c.b, c.b.convert(c.tensor(3), t)), Dims(r, 0), index.type.dims);
-  const std::string& mode = c.arg(4).toStringRef();
-  bool include_self = !c.has(5) || c.flag(5);
+  const Dims& src_dims = src.type.dims;
+  int64_t r = s.type.rank();
   TORCH_CHECK(mode == "sum" || mode == "mean" || mode == "prod" || mode == "amax" || mode == "amin",
               "reduce argument must be either sum, prod, mean, amax or amin, got ", mode);
   std::string op = mode == "prod" ? "stablehlo.multiply"
@@ -281,8 +278,7 @@ V scatter_reduce_rule(OpContext& c) {
                                     : "stablehlo.add";
   double identity = mode == "prod" ? 1.0 : mode == "amax" ? lowest(t) : mode == "amin" ? highest(t) : 0.0;
   Dims all = range(0, r);
-  Value points = full_points(c.b, index, d, r);
-  Value base = include_self ? s : scatter_points(c.b, s, all, points, c.b.constant(identity, t, index.type.dims), "");
+  Value base = include_self ? s : scatter_points(c.b, s, all, points, c.b.constant(identity, t, src_dims), "");
   Value out = scatter_points(c.b, base, all, points, src, op);
   if ((mode == "amax" || mode == "amin") && is_floating(t)) {  // XLA's max/min may drop a NaN; PyTorch keeps it
     Value src_nan = c.b.compare(CompareDirection::kNe, src, src);
@@ -292,7 +288,7 @@ V scatter_reduce_rule(OpContext& c) {
   }
   if (mode == "mean") {
     Value count = scatter_points(c.b, c.b.constant(include_self ? 1 : 0, t, s.type.dims), all, points,
-                                 c.b.constant(1, t, index.type.dims), "stablehlo.add");
+                                 c.b.constant(1, t, src_dims), "stablehlo.add");
     count = c.b.binary("stablehlo.maximum", count, c.b.constant(1, t, s.type.dims));
     Value q = c.b.binary("stablehlo.divide", out, count);
     if (!is_floating(t) && !is_complex(t)) {  // integer divide truncates; PyTorch floors negative sums
@@ -303,6 +299,36 @@ V scatter_reduce_rule(OpContext& c) {
     }
     out = q;
   }
+  return out;
+}
+
+// scatter_reduce.two(self, dim, index, src, reduce, include_self)
+V scatter_reduce_rule(OpContext& c) {
+  DimScatter o = dim_scatter_operands(c);
+  if (o.empty) return {o.self};
+  const Value &self = o.self, &s = o.s, &index = o.index;
+  int64_t r = o.r, d = o.d;
+  Value src = c.b.slice(as_rank1(c.b, c.b.convert(c.tensor(3), s.type.dtype)), Dims(r, 0), index.type.dims);
+  bool include_self = !c.has(5) || c.flag(5);
+  Value out = reduce_into(c, s, full_points(c.b, index, d, r), src, c.arg(4).toStringRef(), include_self);
+  return {c.b.reshape(out, self.type.dims)};
+}
+
+// index_reduce(self, dim, index, source, reduce, include_self): source's slices along dim reduced into the slices
+// of self that index names.
+V index_reduce_rule(OpContext& c) {
+  Value self = c.tensor(0);
+  Value s = as_rank1(c.b, self);
+  int64_t r = s.type.rank(), d = c.dim(1, r), size = s.type.dims[d];
+  Value index = as_rank1(c.b, c.tensor(2));
+  c.check_range(index, 0, size, "index out of range in self");
+  if (index.type.numel() == 0) return {self};
+  Dims src_dims = s.type.dims;
+  src_dims[d] = index.type.numel();
+  Value src = c.b.reshape(c.b.convert(c.tensor(3), s.type.dtype), src_dims);
+  Value idx = c.b.broadcast_in_dim(c.b.convert(c.b.reshape(index, {index.type.numel()}), ElementType::kS64), src_dims, {d});
+  bool include_self = !c.has(5) || c.flag(5);
+  Value out = reduce_into(c, s, full_points(c.b, idx, d, r), src, c.arg(4).toStringRef(), include_self);
   return {c.b.reshape(out, self.type.dims)};
 }
 
@@ -679,6 +705,7 @@ void add_indexing_rules(Rows& rows) {
   rows.push_back({{"scatter_add", "scatter_add_", "scatter_add.out"}, scatter_rule("stablehlo.add")});
   rows.push_back({{"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"}, scatter_reduce_rule});
   rows.push_back({{"index_add", "index_add_", "index_add.out"}, index_along_rule(Along::kAdd)});
+  rows.push_back({{"index_reduce", "index_reduce_", "index_reduce.out"}, index_reduce_rule});
   rows.push_back({{"index_copy", "index_copy_", "index_copy.out"}, index_along_rule(Along::kCopy)});
   rows.push_back({{"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Tensor", "index_fill_.int_Tensor"},
                   index_along_rule(Along::kFill)});

@@ -188,6 +188,8 @@ const std::vector<LoweringRow>& lowering_table() {
     add_batch_norm_rules(rows);
     add_amp_rules(rows);
     add_rnn_rules(rows);
+    add_spatial_rules(rows);
+    add_pooling_rules(rows);
     add_foreach_rules(rows);  // last: its rules look up the elementwise rows
     return rows;
   }();

@@ -120,6 +120,8 @@ void add_nn_rules(std::vector<LoweringRow>& rows);
 void add_indexing_rules(std::vector<LoweringRow>& rows);
 void add_conv_rules(std::vector<LoweringRow>& rows);
 void add_batch_norm_rules(std::vector<LoweringRow>& rows);
+void add_spatial_rules(std::vector<LoweringRow>& rows);
+void add_pooling_rules(std::vector<LoweringRow>& rows);
 void add_foreach_rules(std::vector<LoweringRow>& rows);
 void add_amp_rules(std::vector<LoweringRow>& rows);
 void add_rnn_rules(std::vector<LoweringRow>& rows);

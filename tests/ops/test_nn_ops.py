@@ -261,3 +261,97 @@ def test_out_of_range_target_raises_like_cpu():
     torch.testing.assert_close(
         F.cross_entropy(logits.to("tpu"), ignored.to("tpu")).cpu(), F.cross_entropy(logits, ignored)
     )
+
+
+# ---- cdist, convolution in half precision ----
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist(p):
+    # compute_mode 2 keeps p = 2 on the direct formula (_cdist_forward) rather than the matmul one.
+    mode = "donot_use_mm_for_euclid_dist"
+    check(lambda a, b: torch.cdist(a, b, p=p, compute_mode=mode), r(5, 3), r(4, 3), rtol=1e-5, atol=1e-5)
+    check(lambda a, b: torch.cdist(a, b, p=p, compute_mode=mode), r(2, 3, 4), r(1, 5, 4), rtol=1e-5, atol=1e-5)
+
+
+def test_cdist_equal_rows_and_noncontiguous():
+    mode = "donot_use_mm_for_euclid_dist"
+    a = r(4, 3)
+    b = torch.cat([a[:2], r(2, 3)])
+    for p in [1.0, 2.0, 3.0]:
+        check(lambda x, y, p=p: torch.cdist(x, y, p=p, compute_mode=mode), a, b, rtol=1e-5, atol=1e-5)
+    check(lambda x, y: torch.cdist(x, y, compute_mode=mode), r(3, 6)[:, ::2], r(6, 5).t()[:, :3])
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+def test_pdist(p):
+    check(lambda x: F.pdist(x, p=p), r(5, 3), rtol=1e-5, atol=1e-5)
+    check(lambda x: F.pdist(x, p=p), r(2, 4), rtol=1e-5, atol=1e-5)
+    check(lambda x: F.pdist(x, p=p), r(4, 6)[:, ::2], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, w: F.conv2d(x, w, padding=1),
+        lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), stride=2, padding=1),
+    ],
+)
+def test_conv_bfloat16_accumulates_in_float(fn):
+    # The CPU computes half-type convolutions in float and rounds once; so must the tpu (not accumulate in bf16).
+    x, w = r(2, 4, 9, 7).bfloat16(), r(6, 4, 3, 3).bfloat16()
+    expected = fn(x.float(), w.float()).bfloat16()
+    actual = fn(x.to("tpu"), w.to("tpu")).cpu()
+    assert actual.dtype == torch.bfloat16
+    torch.testing.assert_close(actual, expected, rtol=1.6e-2, atol=1e-2)
+
+
+# ---- multi_margin_loss, index_reduce ----
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("p", [1, 2])
+def test_multi_margin_loss_forward(p, reduction):
+    # multi_margin_loss_backward has no meta kernel in PyTorch, so only the forward is lowered (see the report).
+    x, y, w = r(5, 4), labels(4, 5), r(4).abs()
+    check(lambda a, t: F.multi_margin_loss(a, t, p=p, margin=0.7, reduction=reduction), x, y, grad=False)
+    check(lambda a, t, wt: F.multi_margin_loss(a, t, p=p, weight=wt, reduction=reduction), x, y, w, grad=False)
+    if reduction != "none":  # unbatched with "none": PyTorch's meta kernel says (1,), its CPU kernel ()
+        check(lambda a, t: F.multi_margin_loss(a, t, p=p, reduction=reduction), r(4), labels(4), grad=False)
+
+
+def test_multi_margin_loss_target_out_of_range_raises():
+    with pytest.raises(IndexError, match="target out of range"):
+        F.multi_margin_loss(r(3, 4).to("tpu"), torch.tensor([0, 4, 1]).to("tpu")).cpu()
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_index_reduce(reduce, include_self, dtype):
+    x, src = (r(5, 3) * 4).to(dtype), (r(4, 3) * 4).to(dtype)
+    index = torch.tensor([0, 4, 0, 2])
+    tol = {"rtol": 1.6e-2, "atol": 1e-5} if dtype == torch.bfloat16 else {}
+    grad = dtype == torch.float32 and reduce in ("prod", "mean")
+    check(
+        lambda a, s: a.index_reduce(0, index.to(a.device), s, reduce, include_self=include_self),
+        x,
+        src,
+        grad=grad,
+        **tol,
+    )
+    check(
+        lambda a, s: a.index_reduce(1, torch.tensor([2, 2, 0, 1]).to(a.device), s, reduce, include_self=include_self),
+        x.t(),
+        src.t(),
+        grad=grad,
+        **tol,
+    )
+
+
+def test_index_reduce_nan_and_bad_index():
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    src = torch.tensor([[float("nan"), 0.0], [5.0, -1.0]])
+    check(lambda a, s: a.index_reduce(0, torch.tensor([1, 1]).to(a.device), s, "amax"), x, src, grad=False)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        x.to("tpu").index_reduce(0, torch.tensor([0, 2]).to("tpu"), src.to("tpu"), "prod").cpu()
