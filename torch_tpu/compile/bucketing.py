@@ -390,7 +390,9 @@ def try_bucketed(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Cal
     plans = [p for p in (analyse(gm, sym) for sym in sorted(_symbols(gm), key=str)) if p is not None]
     if not plans:
         return None
-    forward = gm.forward
+
+    def forward(*args: Any) -> Any:
+        return gm.forward(*args)  # looked up per call: the backend rewrites the graph after this analysis
 
     def call(*args: Any) -> Any:
         padded = list(args)
