@@ -1,5 +1,8 @@
-"""Bounded dynamism: graphs compiled with one dynamic size `s` (``mark_dynamic`` / ``dynamic=True``) run padded
-to a bucket (16, 32, 64, 128, 256, 512, then powers of two), so sequence lengths 1..512 use at most 6 programs.
+"""Bounded dynamism: graphs compiled with dynamic sizes (``mark_dynamic`` / ``dynamic=True``) run with each size
+padded to a bucket (32, 64, 128, 256, 512, then powers of two), so sequence lengths 2..512 use at most 5 programs;
+length 1 is specialized by Dynamo (a graph and program of its own), 6 in all for 1..512. Every dynamic size is
+analysed on its own (below) and padded where that is safe; a small dynamic batch is padded too (2 -> 32), which costs
+compute: mark only the sequence dim dynamic (``torch._dynamo.mark_dynamic(x, 1)``) to avoid that.
 
 Padding changes results unless every element at a position < L is computed only from inputs at positions < L.
 `analyse` proves that from the ATen inference graph, or refuses (the graph then runs unpadded: one program per
@@ -33,7 +36,7 @@ import torch.nn.functional as F
 
 from torch_tpu.compile import counters
 
-BUCKETS: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
+BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512)
 last_refusal = ""  # why the last graph analysed runs unpadded (for debugging and tests)
 
 aten = torch.ops.aten
@@ -251,6 +254,14 @@ def _check_node(a: _Analysis, node: torch.fx.Node, lay: dict[torch.fx.Node, Any]
         elif src.coeff != 1:
             raise _Refuse("slice of merged s")
         lay[node] = a.natural(out)
+        return
+    if target in (aten.split.Tensor, aten.split_with_sizes.default):
+        src = a.natural(args[0])
+        dim = (args[2] if len(args) > 2 else 0) % args[0].dim()
+        if src is not None and dim == src.dim:
+            raise _Refuse("split along s")
+        for o in out:
+            a.natural(o)
         return
     if target in (aten.embedding.default, aten.index_select.default):
         weight, index = (args[0], args[1]) if target is aten.embedding.default else (args[0], args[2])
