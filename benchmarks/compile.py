@@ -100,8 +100,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer steps (smoke run)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads for the CPU modes (0: default)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "compile.md"))
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     warmup, steps = (2, 2) if args.quick else (3, 5)
     rounds = 1 if args.quick else args.rounds
     works = [w for w in WORKLOADS if w.name in NAMES]
@@ -124,7 +127,9 @@ def main() -> None:
         "# torch.compile on tpu vs fused eager, CPU eager and Inductor on CPU",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()};"
-        f" Python {platform.python_version()}, torch {torch.__version__}, plugin {torch.tpu.get_device_name()}."
+        f" Python {platform.python_version()}, torch {torch.__version__}, plugin {torch.tpu.get_device_name()};"
+        f" torch CPU threads {torch.get_num_threads()}; load average at the end {os.getloadavg()[0]:.1f}"
+        " (the machine is shared with other jobs)."
         f" Best of {rounds} interleaved round(s), {steps} measured steps after {warmup} warm-up steps. `compiled` and"
         " `fused` run in fused eager mode (the step is one program); the optimizer step is eager in every mode (only"
         " the model is compiled). First step: round 1's first call (Dynamo + AOTAutograd + XLA or C++ compile; the"
