@@ -19,7 +19,8 @@ elements); an op is accepted only if it keeps positions along `s` independent:
 Anything else touching `s` (a reduction or contraction over it, e.g. attention scores ``[s, s]`` or a mean loss
 over tokens, a size used as a value such as ``x / s``, a tensor with `s` in two dims) refuses. Accepted graphs pad
 their tensor inputs with zeros on the host (a download, pad, upload: no program whose text depends on L) and
-return outputs as views ``[..., :L, ...]`` of the padded results.
+return outputs as views ``[..., :L, ...]`` of the padded results. Only inference graphs (no autograd) are padded: a
+training graph pair (forward + backward) with dynamic sizes runs unpadded, one program per shape.
 """
 
 from __future__ import annotations
