@@ -31,7 +31,7 @@ def test_device_interface_is_ours() -> None:
     assert iface.is_dtype_supported(torch.float64) and iface.is_dtype_supported(torch.float16)
 
 
-@pytest.mark.parametrize("backend", ["tpu", None])
+@pytest.mark.parametrize("backend", ["tpu", None, "inductor"])
 def test_compile_matches_eager_one_execution_per_call(backend: str | None, delta) -> None:
     x, y = torch.randn(8, 8), torch.randn(8, 8)
     compiled = torch.compile(f) if backend is None else torch.compile(f, backend=backend)

@@ -113,3 +113,25 @@ def test_size_used_as_value_is_refused(delta) -> None:
         x = torch.randn(n)
         torch.testing.assert_close(compiled(x.to("tpu")).cpu(), f(x))
     assert delta()["bucketed_calls"] == 0
+
+
+def test_dynamic_training_runs_unpadded(delta) -> None:
+    """Training graphs are not padded: each length is its own program, and losses and gradients equal CPU."""
+    cpu, tpu = _models(TokenModel)
+    cpu.train()
+    tpu.train()
+    compiled = torch.compile(tpu, backend="tpu")
+    for n in (4, 7, 12):
+        ids = torch.randint(0, 50, (2, n))
+        ids_t = ids.to("tpu")
+        torch._dynamo.mark_dynamic(ids_t, 1)
+        cpu.zero_grad()
+        tpu.zero_grad()
+        loss = cpu(ids).sum()
+        loss.backward()
+        loss_t = compiled(ids_t).sum()
+        loss_t.backward()
+        torch.testing.assert_close(loss_t.cpu(), loss, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(tpu.fc.weight.grad.cpu(), cpu.fc.weight.grad, rtol=1e-4, atol=1e-4)
+    d = delta()
+    assert d["bucketed_calls"] == 0 and d["compiled_graphs"] == 1 and d["compiled_backward_calls"] == 3
