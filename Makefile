@@ -5,7 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEPS := $(VENV)/.deps-installed
 BUILD := build
-# The suites whose results depend on the eager mode: run again under strict and fused (the full run is debug).
+# The suites whose results depend on the eager mode: run again under debug and strict (the full run is the default,
+# fused).
 MODE_TESTS := tests/device tests/ops tests/integration tests/modes
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
@@ -18,8 +19,8 @@ test: build
 	$(VENV)/bin/ruff check .
 	$(BUILD)/core_test "$$($(PY) -c 'from torch_tpu.runtime import default_plugin_path as p; print(p())')"
 	$(PY) -m pytest -q tests
+	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q $(MODE_TESTS)
 	TORCH_TPU_EAGER_MODE=strict $(PY) -m pytest -q $(MODE_TESTS)
-	TORCH_TPU_EAGER_MODE=fused $(PY) -m pytest -q $(MODE_TESTS)
 
 build: $(DEPS) .ccache-checked
 	cmake -S . -B $(BUILD) -G Ninja -DPython3_EXECUTABLE=$(abspath $(PY)) > $(BUILD).log 2>&1 || (cat $(BUILD).log; exit 1)

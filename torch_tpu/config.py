@@ -4,7 +4,7 @@
 |--------------------------|-------------------------------------------------------------|--------------------|
 | TORCH_TPU_PJRT_PLUGIN    | path to a PJRT plugin .so (libtpu.so, XLA-CUDA, ...)        | XLA-CPU wheel      |
 | TPU_VISIBLE_CHIPS        | comma-separated device indices this process may use         | all                |
-| TORCH_TPU_EAGER_MODE     | debug / strict / fused (DeferAndFuse)                       | debug              |
+| TORCH_TPU_EAGER_MODE     | debug / strict / fused (DeferAndFuse)                       | fused              |
 | TORCH_TPU_FALLBACK       | what an op without a lowering does: error / warn / silent   | warn               |
 | TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
 | TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2 (or LOCAL_WORLD_SIZE) |
@@ -80,7 +80,7 @@ def load(env: dict[str, str] | None = None) -> Config:
     return Config(
         pjrt_plugin=e.get("TORCH_TPU_PJRT_PLUGIN") or None,
         visible_chips=_visible_chips(e.get("TPU_VISIBLE_CHIPS")),
-        eager_mode=_choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "debug"), EAGER_MODES),
+        eager_mode=_choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "fused"), EAGER_MODES),
         fallback=_choice("TORCH_TPU_FALLBACK", e.get("TORCH_TPU_FALLBACK", "warn"), FALLBACK_POLICIES),
         cache_dir=_cache_dir(e.get("TORCH_TPU_CACHE_DIR")),
         cpu_devices=int(

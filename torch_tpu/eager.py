@@ -3,13 +3,21 @@
 - ``debug``: every op runs as its own program and the host waits for it (errors point at the op).
 - ``strict``: every op runs as its own program, asynchronously; the host waits only at sync points.
 - ``fused`` (DeferAndFuse): ops are recorded into one graph per device that runs at host reads, ``synchronize()``,
-  a node limit, or when an op must run on the host; dead intermediates never reach device memory.
+  a node limit, when an op must run on the host, or at the end of an optimizer step; dead intermediates never reach
+  device memory.
+
+The optimizer step is the training loop's natural boundary: cutting the graph there gives every step the same graph
+(one compile, then cache hits) however rarely the loop reads the loss, and the step runs while the host records the
+next one (the flush does not wait).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
+
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torch_tpu import _C
 from torch_tpu.config import EAGER_MODES
@@ -45,3 +53,11 @@ def flush() -> None:
 def set_graph_node_limit(nodes: int) -> None:
     """Ops recorded into a fused graph before it runs on its own (default 4096)."""
     _C._set_graph_node_limit(int(nodes))
+
+
+def _flush_after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    if _C._get_eager_mode() == "fused":
+        _C._flush()
+
+
+_step_hook = register_optimizer_step_post_hook(_flush_after_optimizer_step)

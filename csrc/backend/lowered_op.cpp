@@ -11,7 +11,9 @@
 #include <unordered_map>
 
 #include "backend/generator.h"
+#include "exec/device_data.h"
 #include "exec/graph.h"
+#include "exec/sync.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 
@@ -143,16 +145,23 @@ int op_device(const std::vector<c10::IValue>& args) {
 class OpProgram final : public OpContext {
  public:
   OpProgram(TensorProgram& program, const std::string& name, const std::vector<c10::IValue>& args,
-            const std::vector<OutType>& outs)
-      : OpContext(program.builder()), program_(program), name_(name), args_(args), outs_(outs) {}
+            const std::vector<OutType>& outs, int node, OpFacts& facts)
+      : OpContext(program.builder()),
+        program_(program),
+        name_(name),
+        args_(args),
+        outs_(outs),
+        node_(node),
+        facts_(facts) {}
 
   const std::string& op_name() const override { return name_; }
   size_t num_args() const override { return args_.size(); }
   const c10::IValue& arg(size_t i) const override { return args_.at(i); }
-  Value tensor(size_t i) override { return program_.read(args_.at(i).toTensor()); }
+  Value tensor(size_t i) override { return read(args_.at(i).toTensor(), i, -1); }
   std::vector<Value> tensor_list(size_t i) override {
     std::vector<Value> out;
-    for_each_tensor(args_.at(i), [&](const at::Tensor& t) { out.push_back(program_.read(t)); });
+    int k = 0;
+    for_each_tensor(args_.at(i), [&](const at::Tensor& t) { out.push_back(read(t, i, k++)); });
     return out;
   }
   TensorType out(size_t i) const override {
@@ -163,23 +172,94 @@ class OpProgram final : public OpContext {
   bool out_defined(size_t i) const override { return outs_.at(i).defined; }
   size_t num_outputs() const override { return outs_.size(); }
   ElementType promoted(const std::vector<size_t>& indices) const override { return result_type_of(*this, indices); }
+  // Numbers the rule computed itself: their values are baked into the structural key (all of them).
   Value runtime_scalar(const c10::Scalar& value, ElementType dtype) override {
+    facts_.pinned = true;
     return program_.host_scalar(value, dtype);
   }
   Value runtime_vector(const std::vector<c10::Scalar>& values, ElementType dtype) override {
+    facts_.pinned = true;
     return program_.host_vector(values, dtype);
+  }
+  // Number arguments taken at run time: the structural key leaves their values out.
+  Value runtime_operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) override {
+    facts_.runtime_args.insert(static_cast<int>(i));
+    Value v = program_.host_scalar(args_.at(i).toScalar(), dtype, ArgSource::scalar(node_, static_cast<int>(i)));
+    return b.broadcast_to(v, dims);
+  }
+  Value runtime_list(size_t i, ElementType dtype) override {
+    facts_.runtime_args.insert(static_cast<int>(i));
+    return program_.host_vector(number_list(i), dtype, ArgSource::list(node_, static_cast<int>(i)));
   }
   void check(const Value& bad, const std::string& message, bool index_error, std::optional<Value> culprit) override {
     program_.add_check(bad, message, index_error, culprit);
   }
-  void update_arg(size_t i, const Value& value) override { program_.write(args_.at(i).toTensor(), value); }
+  void update_arg(size_t i, const Value& value) override {
+    facts_.updates_args = true;
+    program_.write(args_.at(i).toTensor(), value);
+  }
 
  private:
+  Value read(const at::Tensor& t, size_t i, int elem) {
+    if (t.is_cpu()) facts_.runtime_args.insert(static_cast<int>(i));
+    return program_.read(t, ArgSource::scalar(node_, static_cast<int>(i), elem));
+  }
+
   TensorProgram& program_;
   const std::string& name_;
   const std::vector<c10::IValue>& args_;
   const std::vector<OutType>& outs_;
+  int node_;
+  OpFacts& facts_;
 };
+
+// A view of `t`'s storage with its sizes, strides and offset as they are now (later metadata changes to `t`, such
+// as resize_ or .data assignment, do not reach a recorded op); CPU scalars are copied (their values may change).
+at::Tensor snapshot(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  if (t.is_cpu()) {
+    at::Tensor copy = t.clone();
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return copy;
+  }
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+bool is_number_type(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) return is_number_type(type->containedType(0));
+  return type->kind() == c10::TypeKind::NumberType || type->kind() == c10::TypeKind::FloatType;
+}
+
+bool is_number_list_type(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) return is_number_list_type(type->containedType(0));
+  return type->kind() == c10::TypeKind::ListType &&
+         (type->containedType(0)->kind() == c10::TypeKind::NumberType ||
+          type->containedType(0)->kind() == c10::TypeKind::FloatType);
+}
+
+// A tensor's part of an op's structure: what the lowering of a read or write through it depends on.
+void append_tensor_structure(std::string& key, const at::Tensor& t) {
+  if (!t.defined()) {
+    key += "U;";
+    return;
+  }
+  key += 'T';
+  key += std::to_string(static_cast<int>(t.scalar_type()));
+  if (t.is_cpu()) {
+    key += t.unsafeGetTensorImpl()->is_wrapped_number() ? "cw" : "c";
+  } else {
+    key += 'd';
+    for (int64_t d : t.sizes()) key += "," + std::to_string(d);
+    key += '/';
+    for (int64_t d : t.strides()) key += "," + std::to_string(d);
+    key += '@' + std::to_string(t.storage_offset()) + '^' + std::to_string(t.storage().nbytes());
+    if (t.is_conj()) key += 'j';
+    if (t.is_neg()) key += 'n';
+  }
+  key += ';';
+}
 
 std::string op_label(const c10::OperatorHandle& op) {
   const auto& n = op.schema().operator_name();
@@ -322,32 +402,97 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     at::assert_no_internal_overlap(targets[i]);
   }
 
-  std::vector<at::Tensor> outputs;
-  std::string short_name = name.substr(name.rfind(':') + 1);
-  with_program(device, [&](TensorProgram& program) {
-    OpProgram ctx(program, short_name, args, outs);
-    std::vector<Value> results = row->rule(ctx);
-    TORCH_INTERNAL_ASSERT(results.size() == outs.size(), name, ": rule returned ", results.size(), " values for ",
-                          outs.size(), " outputs");
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (!outs[i].defined) {
-        outputs.emplace_back();
-        continue;
+  // The op as the structural cache records it (exec/graph.h): structure, snapshots of its tensors, its results.
+  RecordedOp rec;
+  rec.structure = name;
+  rec.structure += '(';
+  for (size_t i = 0; i < n; ++i) {
+    const c10::TypePtr& type = schema.arguments()[i].type();
+    const c10::IValue& a = args[i];
+    bool cpu_scalar = a.isTensor() && a.toTensor().defined() && a.toTensor().is_cpu();
+    bool number = (is_number_type(type) && (a.isDouble() || a.isInt() || a.isBool() || a.isComplexDouble())) ||
+                  (is_number_list_type(type) && a.isList()) || cpu_scalar;
+    if (number) rec.number_args.push_back(static_cast<int>(i));
+    if (cpu_scalar) {
+      append_tensor_structure(rec.structure, a.toTensor());
+    } else if (number) {
+      rec.structure += a.isList() ? "L" + std::to_string(a.toListRef().size()) + ";" : std::string("S") + a.tagKind() + ";";
+    } else if (a.isTensor()) {
+      append_tensor_structure(rec.structure, a.toTensor());
+    } else if (a.isTensorList() || (a.isList() && !a.toListRef().empty() && a.toListRef()[0].isTensor()) ||
+               (a.isList() && std::any_of(a.toListRef().begin(), a.toListRef().end(),
+                                          [](const c10::IValue& e) { return e.isTensor(); }))) {
+      rec.structure += '[';
+      for (const c10::IValue& e : a.toListRef()) {
+        if (e.isTensor()) {
+          append_tensor_structure(rec.structure, e.toTensor());
+        } else {
+          rec.structure += "N;";
+        }
       }
+      rec.structure += ']';
+    } else {
+      append_key(rec.structure, a);
+    }
+  }
+  rec.structure += ')';
+  std::vector<int> target_index;  // per target: its position among rec.tensors
+  rec.args.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    bool writes = alias != nullptr && alias->isWrite();
+    rec.args.push_back(map_tensors(args[i], [&](const at::Tensor& t) {
+      at::Tensor snap = snapshot(t);
+      if (snap.defined() && !snap.is_cpu()) {
+        if (writes) target_index.push_back(static_cast<int>(rec.tensors.size()));
+        rec.tensors.push_back(snap);
+        rec.written.push_back(writes);
+      }
+      return snap;
+    }));
+  }
+  // Results: the op's targets, or new tensors (created now, holding their values once the graph runs).
+  std::vector<at::Tensor> outputs;
+  std::vector<int> result_index;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].defined) {
+      outputs.emplace_back();
+      result_index.push_back(-1);
+      continue;
+    }
+    if (!targets.empty()) {
+      outputs.push_back(targets.at(i));
+      result_index.push_back(target_index.at(i));
+      continue;
+    }
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+    at::Tensor t = at::empty(outs[i].sizes, at::TensorOptions().dtype(outs[i].dtype).device(
+                                                c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+    if (eager_mode() == EagerMode::kFused) device_data(t.storage()).defer_booking();
+    outputs.push_back(t);
+    result_index.push_back(static_cast<int>(rec.tensors.size()));
+    rec.tensors.push_back(snapshot(t));
+    rec.written.push_back(true);
+  }
+  std::string short_name = name.substr(name.rfind(':') + 1);
+  rec.lower = [row, short_name, outs, result_index](TensorProgram& program, const RecordedOp& op, int node,
+                                                     OpFacts& facts) {
+    OpProgram ctx(program, short_name, op.args, outs, node, facts);
+    std::vector<Value> results = row->rule(ctx);
+    TORCH_INTERNAL_ASSERT(results.size() == outs.size(), short_name, ": rule returned ", results.size(),
+                          " values for ", outs.size(), " outputs");
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!outs[i].defined) continue;
       Value v = results[i];
       if (v.type.dims != outs[i].sizes) {
-        TORCH_INTERNAL_ASSERT(v.type.numel() == outs[i].numel(), name, ": rule produced ", v.type.str(),
+        TORCH_INTERNAL_ASSERT(v.type.numel() == outs[i].numel(), short_name, ": rule produced ", v.type.str(),
                               " but PyTorch expects ", c10::IntArrayRef(outs[i].sizes));
         v = ctx.b.reshape(v, outs[i].sizes);
       }
-      if (!targets.empty()) {
-        program.write(targets.at(i), v);
-        outputs.push_back(targets[i]);
-      } else {
-        outputs.push_back(program.output(v, outs[i].dtype));
-      }
+      program.write(op.tensors.at(static_cast<size_t>(result_index[i])), v);
     }
-  });
+  };
+  record_op(device, std::move(rec));
   count(g_lowered, name);
 
   torch::jit::drop(*stack, n);

@@ -1,8 +1,14 @@
 #include "exec/graph.h"
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
 #include <array>
+#include <cstdio>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 
 #include "exec/state.h"
 #include "exec/sync.h"
@@ -14,9 +20,303 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
+// ---- What earlier lowerings taught: per op structure, per graph structure ------------------------------------
+
+class FactsTable {
+ public:
+  bool find(const std::string& structure, OpFacts& out) {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto it = facts_.find(structure);
+    if (it == facts_.end()) return false;
+    out = it->second;
+    return true;
+  }
+  // Returns whether `facts` differ from what was known.
+  bool learn(const std::string& structure, const OpFacts& facts) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    auto it = facts_.find(structure);
+    if (it != facts_.end() && it->second == facts) return false;
+    if (facts_.size() >= kLimit) facts_.clear();  // bounded, whatever the workload
+    facts_[structure] = facts;
+    return true;
+  }
+
+ private:
+  static constexpr size_t kLimit = 16384;
+  std::shared_mutex mu_;
+  std::unordered_map<std::string, OpFacts> facts_;
+};
+
+FactsTable& facts_table() {
+  static FactsTable* t = new FactsTable();  // never destroyed: used until process exit
+  return *t;
+}
+
+// A compiled graph and how to feed it: argument sources name recorded slots (by index) and op arguments.
+struct CachedGraph {
+  ProgramPlan plan;                // kSlot sources carry the slot index in `node`
+  std::vector<int> target_slots;   // per result
+  bool donates = false;
+};
+
+class GraphCache {
+ public:
+  std::shared_ptr<const CachedGraph> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = graphs_.find(key);
+    return it == graphs_.end() ? nullptr : it->second;
+  }
+  void add(const std::string& key, std::shared_ptr<const CachedGraph> graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (graphs_.size() >= kLimit) graphs_.clear();
+    graphs_[key] = std::move(graph);
+  }
+
+ private:
+  static constexpr size_t kLimit = 2048;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const CachedGraph>> graphs_;
+};
+
+GraphCache& graph_cache() {
+  static GraphCache* c = new GraphCache();  // never destroyed: holds executables (no PJRT calls at teardown)
+  return *c;
+}
+
+// ---- Number arguments -------------------------------------------------------------------------------------------
+
+c10::Scalar number_of(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().item();
+  return v.toScalar();
+}
+
+c10::Scalar number_at(const RecordedOp& op, int arg, int elem) {
+  const c10::IValue& v = op.args.at(static_cast<size_t>(arg));
+  if (elem < 0) return number_of(v);
+  if (v.isDoubleList()) return v.toDoubleList().get(static_cast<size_t>(elem));
+  if (v.isIntList()) return v.toIntList().get(static_cast<size_t>(elem));
+  if (v.isBoolList()) return v.toBoolList().get(static_cast<size_t>(elem));
+  return number_of(v.toListRef().at(static_cast<size_t>(elem)));
+}
+
+std::vector<c10::Scalar> numbers_of(const RecordedOp& op, int arg) {
+  const c10::IValue& v = op.args.at(static_cast<size_t>(arg));
+  std::vector<c10::Scalar> out;
+  if (!v.isList()) return out;
+  size_t n = v.toListRef().size();
+  for (size_t k = 0; k < n; ++k) out.push_back(number_at(op, arg, static_cast<int>(k)));
+  return out;
+}
+
+void append_number(std::string& key, const c10::Scalar& s) {
+  char buf[48];
+  if (s.isBoolean()) {
+    key += s.toBool() ? "bt" : "bf";
+  } else if (s.isIntegral(false)) {
+    std::snprintf(buf, sizeof(buf), "i%lld", static_cast<long long>(s.toLong()));
+    key += buf;
+  } else if (s.isComplex()) {
+    c10::complex<double> z = s.toComplexDouble();
+    std::snprintf(buf, sizeof(buf), "c%a,%a", z.real(), z.imag());
+    key += buf;
+  } else {
+    std::snprintf(buf, sizeof(buf), "d%a", s.toDouble());
+    key += buf;
+  }
+}
+
+void append_number_arg(std::string& key, const c10::IValue& v) {
+  if (v.isNone()) {
+    key += 'N';
+  } else if (v.isList()) {
+    key += '[';
+    for (const c10::IValue& e : v.toListRef()) {
+      append_number(key, number_of(e));
+      key += ',';
+    }
+    key += ']';
+  } else if (v.isTensor()) {
+    key += 't';
+    key += std::to_string(static_cast<int>(v.toTensor().scalar_type()));
+    append_number(key, v.toTensor().item());
+  } else {
+    append_number(key, v.toScalar());
+  }
+  key += ';';
+}
+
+// ---- A recorded graph ---------------------------------------------------------------------------------------------
+
+struct Slot {
+  DeviceData* data = nullptr;
+  const c10::TensorImpl* snapshot = nullptr;  // one snapshot of it (alive as long as the recording)
+  int snapshots = 0;  // snapshot tensors of the recording that hold the storage
+  bool written = false;
+};
+
+struct Recording {
+  std::vector<RecordedOp> ops;
+  std::vector<OpFacts> facts;  // per op, as known when recorded
+  std::string key;
+  std::unordered_map<const void*, int> slot_of;
+  std::vector<Slot> slots;
+
+  bool empty() const { return ops.empty(); }
+
+  void add(RecordedOp op, const OpFacts& f, bool mark_membership) {
+    key += op.structure;
+    key += '|';
+    for (int a : op.number_args) {
+      if (!f.pinned && f.runtime_args.count(a) > 0) {
+        key += "R;";
+      } else {
+        append_number_arg(key, op.args.at(static_cast<size_t>(a)));
+      }
+    }
+    for (size_t i = 0; i < op.tensors.size(); ++i) {
+      const at::Tensor& t = op.tensors[i];
+      DeviceData* data = &device_data(t.storage());
+      auto it = slot_of.find(data);
+      int index;
+      if (it == slot_of.end()) {
+        index = static_cast<int>(slots.size());
+        slot_of.emplace(data, index);
+        slots.push_back(Slot{data, t.unsafeGetTensorImpl(), 0, false});
+      } else {
+        index = it->second;
+      }
+      Slot& s = slots[static_cast<size_t>(index)];
+      s.snapshots++;
+      bool writes = op.written[i] || f.updates_args;
+      s.written = s.written || writes;
+      if (mark_membership) {
+        int m = writes ? DeviceData::kWritten : DeviceData::kRead;
+        if (data->membership() < m) data->set_membership(m);
+      }
+      key += '#';
+      key += std::to_string(index);
+      key += writes ? 'w' : 'r';
+    }
+    key += '\n';
+    ops.push_back(std::move(op));
+    facts.push_back(f);
+  }
+};
+
+void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* facts_changed = nullptr) {
+  OpFacts learnt;
+  op.lower(program, op, node, learnt);
+  bool changed = facts_table().learn(op.structure, learnt);
+  if (facts_changed != nullptr) *facts_changed = *facts_changed || changed;
+}
+
+void reset_membership(const Recording& rec) {
+  for (const Slot& s : rec.slots) s.data->set_membership(DeviceData::kNone);
+}
+
+// Runs a recording: from the structural cache when its key is known, else lowered (and then remembered).
+void run_recording(int device, Recording& rec) {
+  std::string key = rec.key;
+  std::vector<std::shared_ptr<Buffer>> buffers(rec.slots.size());
+  std::vector<bool> alive(rec.slots.size());
+  std::set<const void*> donatable;
+  for (size_t i = 0; i < rec.slots.size(); ++i) {
+    const Slot& s = rec.slots[i];
+    // Alive = held by something besides this recording's snapshots (a user tensor, a view, autograd).
+    alive[i] = static_cast<int>(s.snapshot->storage().use_count()) > s.snapshots;
+    buffers[i] = s.data->raw_buffer();
+    key += alive[i] ? 'A' : 'D';
+    if (buffers[i]) {
+      key += std::to_string(static_cast<int>(buffers[i]->element_type()));
+      key += ':';
+      key += std::to_string(buffers[i]->element_count());
+      // Donatable when only the storage holds its buffer (and the local copy just taken).
+      if (s.written && alive[i] && buffers[i].use_count() == 2) {
+        donatable.insert(s.data);
+        key += '*';
+      }
+    }
+    key += ',';
+  }
+
+  if (std::shared_ptr<const CachedGraph> hit = graph_cache().find(key)) {
+    runtime_counters().graph_cache_hits++;
+    std::vector<std::shared_ptr<Buffer>> args;
+    args.reserve(hit->plan.sources.size());
+    for (const ArgSource& src : hit->plan.sources) {
+      switch (src.kind) {
+        case ArgSource::kSlot:
+          args.push_back(buffers.at(static_cast<size_t>(src.node)));
+          break;
+        case ArgSource::kScalar:
+          args.push_back(scalar_buffer(device, number_at(rec.ops.at(static_cast<size_t>(src.node)), src.arg, src.elem)));
+          break;
+        case ArgSource::kList:
+          args.push_back(vector_buffer(device, numbers_of(rec.ops.at(static_cast<size_t>(src.node)), src.arg)));
+          break;
+        case ArgSource::kFixed:
+          args.push_back(src.fixed);
+          break;
+      }
+    }
+    std::vector<const void*> targets;
+    for (int t : hit->target_slots) targets.push_back(rec.slots.at(static_cast<size_t>(t)).data);
+    std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);
+    if (hit->donates) {
+      donating.lock();
+      runtime_counters().donations += static_cast<int64_t>(donatable.size());
+    }
+    buffers.clear();  // the program's arguments hold what it reads; donated buffers must not be held here
+    execute_plan(device, *hit->plan.exe, args, targets, hit->plan.checks, donating, [&] { reset_membership(rec); });
+    return;
+  }
+
+  runtime_counters().graph_cache_misses++;
+  buffers.clear();
+  bool facts_changed = false;
+  ProgramPlan plan;
+  {
+    TensorProgram program(device, /*open_graph=*/true);
+    program.set_donatable(donatable);
+    for (size_t i = 0; i < rec.ops.size(); ++i) lower_op(program, rec.ops[i], static_cast<int>(i), &facts_changed);
+    for (size_t i = 0; i < rec.slots.size(); ++i) {
+      if (!alive[i]) program.forget(rec.slots[i].data);
+    }
+    try {
+      program.run(&plan);
+    } catch (...) {
+      reset_membership(rec);
+      throw;
+    }
+  }
+  reset_membership(rec);
+  if (facts_changed || !plan.exe) return;  // the key was computed from outdated facts: the next run stores it
+  auto cached = std::make_shared<CachedGraph>();
+  cached->plan = plan;
+  for (ArgSource& src : cached->plan.sources) {
+    if (src.kind != ArgSource::kSlot) continue;
+    auto it = rec.slot_of.find(src.data);
+    if (it == rec.slot_of.end()) return;  // a storage outside the recording: not cacheable
+    src.node = it->second;
+    src.data = nullptr;
+  }
+  for (const void* t : plan.targets) {
+    auto it = rec.slot_of.find(t);
+    if (it == rec.slot_of.end()) return;
+    cached->target_slots.push_back(it->second);
+    cached->donates = cached->donates || donatable.count(t) > 0;
+  }
+  cached->plan.targets.clear();
+  graph_cache().add(key, std::move(cached));
+}
+
+// ---- The open graph of each device -------------------------------------------------------------------------------
+
 struct OpenGraph {
   std::recursive_mutex mu;  // the autograd thread and the user's thread append to the same graph
-  std::unique_ptr<TensorProgram> program;
+  Recording recording;      // ops recorded, not lowered (cacheable)
+  std::unique_ptr<TensorProgram> program;  // ops lowered as they came (after a new structure or a custom build)
+  int lowered = 0;          // ops in `program`
   int64_t nodes = 0;
   int building = 0;  // ops being appended (nested dispatch counts): running the graph now would cut them in half
 };
@@ -33,19 +333,43 @@ OpenGraph& graph_of(int device) {
 
 std::atomic<int64_t> g_node_limit{4096};
 
+// Switches the open graph to lowering as ops come: what was recorded is lowered now, in order.
+TensorProgram& lowering_program(int device, OpenGraph& g) {
+  if (g.program) return *g.program;
+  g.program = std::make_unique<TensorProgram>(device, /*open_graph=*/true);
+  Recording recorded = std::move(g.recording);
+  g.recording = Recording();
+  reset_membership(recorded);  // the program marks what it reads and writes
+  for (size_t i = 0; i < recorded.ops.size(); ++i) lower_op(*g.program, recorded.ops[i], g.lowered++);
+  return *g.program;
+  // `recorded` (its snapshots) dies here: storages only it held are forgotten by the program.
+}
+
+void count_node(int device, OpenGraph& g) {
+  if (g.building > 0) return;  // an op dispatched from inside another op's recording
+  if (++g.nodes >= g_node_limit.load()) flush_device(device);
+}
+
 }  // namespace
 
 void flush_device(int device) {
   OpenGraph& g = graph_of(device);
   std::lock_guard<std::recursive_mutex> lock(g.mu);
-  if (!g.program) return;
+  if (!g.program && g.recording.empty()) return;
   if (g.building > 0) {
     fail(ErrorCode::kInternal, "flush_device",
          "an op's lowering waited for device values while it was being recorded into the fused graph");
   }
-  std::unique_ptr<TensorProgram> program = std::move(g.program);
   g.nodes = 0;
-  program->run();
+  if (g.program) {
+    std::unique_ptr<TensorProgram> program = std::move(g.program);
+    g.lowered = 0;
+    program->run();
+    return;
+  }
+  Recording rec = std::move(g.recording);
+  g.recording = Recording();
+  run_recording(device, rec);
 }
 
 void forget_in_graph(int device, const void* data) {
@@ -58,12 +382,46 @@ void flush_all_devices() {
   for (int d = 0; d < kMaxDevices; ++d) {
     OpenGraph& g = graphs()[static_cast<size_t>(d)];
     std::lock_guard<std::recursive_mutex> lock(g.mu);
-    if (g.program) flush_device(d);
+    if (g.program || !g.recording.empty()) flush_device(d);
   }
 }
 
 void set_graph_node_limit(int64_t nodes) { g_node_limit = std::max<int64_t>(nodes, 1); }
 int64_t graph_node_limit() { return g_node_limit.load(); }
+
+void record_op(int device, RecordedOp op) {
+  runtime_counters().graph_nodes++;
+  OpFacts facts;
+  bool known = facts_table().find(op.structure, facts);
+  if (eager_mode() != EagerMode::kFused) {
+    if (!known) {  // a new structure: lowered now, so its errors surface here
+      TensorProgram program(device);
+      lower_op(program, op, 0);
+      program.run();
+      return;
+    }
+    Recording rec;
+    rec.add(std::move(op), facts, /*mark_membership=*/false);
+    run_recording(device, rec);
+    return;
+  }
+  OpenGraph& g = graph_of(device);
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  ++g.building;
+  try {
+    if (known && !g.program) {
+      g.recording.add(std::move(op), facts, /*mark_membership=*/true);
+    } else {
+      TensorProgram& program = lowering_program(device, g);
+      lower_op(program, op, g.lowered++);
+    }
+  } catch (...) {
+    --g.building;
+    throw;
+  }
+  --g.building;
+  count_node(device, g);
+}
 
 void with_program(int device, const std::function<void(TensorProgram&)>& build) {
   runtime_counters().graph_nodes++;
@@ -75,18 +433,15 @@ void with_program(int device, const std::function<void(TensorProgram&)>& build) 
   }
   OpenGraph& g = graph_of(device);
   std::lock_guard<std::recursive_mutex> lock(g.mu);
-  if (!g.program) g.program = std::make_unique<TensorProgram>(device, /*open_graph=*/true);
-  TensorProgram& program = *g.program;
   ++g.building;
   try {
-    build(program);
+    build(lowering_program(device, g));
   } catch (...) {
     --g.building;
     throw;
   }
   --g.building;
-  if (g.building > 0) return;  // an op dispatched from inside another op's recording
-  if (++g.nodes >= g_node_limit.load()) flush_device(device);
+  count_node(device, g);
 }
 
 }  // namespace torch_tpu

@@ -11,7 +11,7 @@
 
 namespace torch_tpu {
 namespace {
-std::atomic<int> g_mode{static_cast<int>(EagerMode::kDebug)};
+std::atomic<int> g_mode{static_cast<int>(EagerMode::kFused)};
 std::mutex g_mu;
 struct Pending {
   Event event;

@@ -90,6 +90,10 @@ Value TensorProgram::storage_value(StorageSlot& s, ElementType dtype) {
       Value raw = b_.arg(TensorType{s.buffer->element_type(), {s.buffer->element_count()}});
       s.arg_index = static_cast<int>(args_.size());
       args_.push_back(s.buffer);
+      ArgSource src;
+      src.kind = ArgSource::kSlot;
+      src.data = s.data;
+      sources_.push_back(src);
       s.value = raw;
     } else {
       s.value = b_.constant(0, dtype, {numel});  // never written: reads as zeros
@@ -102,6 +106,9 @@ Value TensorProgram::storage_value(StorageSlot& s, ElementType dtype) {
 
 Value TensorProgram::external(std::shared_ptr<Buffer> buffer) {
   Value v = b_.arg(TensorType{buffer->element_type(), buffer->dims()});
+  ArgSource src;
+  src.fixed = buffer;
+  sources_.push_back(std::move(src));
   args_.push_back(std::move(buffer));
   return v;
 }
@@ -146,9 +153,9 @@ ScalarBuffers& scalar_buffers() {
 
 }  // namespace
 
-Value TensorProgram::host_scalar(const c10::Scalar& value, ElementType dtype) {
+std::shared_ptr<Buffer> scalar_buffer(int device, const c10::Scalar& value) {
   const BackendState& state = backend_state();
-  int pjrt = state.pjrt_index.at(device_);
+  int pjrt = state.pjrt_index.at(device);
   uint64_t bits = 0;
   ElementType type = ElementType::kF64;
   if (value.isBoolean()) {
@@ -163,24 +170,36 @@ Value TensorProgram::host_scalar(const c10::Scalar& value, ElementType dtype) {
     double v = value.toDouble();
     std::memcpy(&bits, &v, sizeof(v));
   }
-  return b_.convert(external(scalar_buffers().get(pjrt, type, &bits)), dtype);
+  return scalar_buffers().get(pjrt, type, &bits);
 }
 
-Value TensorProgram::host_vector(const std::vector<c10::Scalar>& values, ElementType dtype) {
+std::shared_ptr<Buffer> vector_buffer(int device, const std::vector<c10::Scalar>& values) {
   const BackendState& state = backend_state();
   std::vector<double> host;
+  host.reserve(values.size());
   for (const c10::Scalar& v : values) host.push_back(v.toDouble());
   int64_t n = static_cast<int64_t>(host.size());
-  auto buffer = state.client->buffer_from_host(host.data(), ElementType::kF64, {n}, {}, state.pjrt_index.at(device_));
-  return b_.convert(external(std::move(buffer)), dtype);
+  return state.client->buffer_from_host(host.data(), ElementType::kF64, {n}, {}, state.pjrt_index.at(device));
 }
 
-Value TensorProgram::read(const at::Tensor& t) {
+Value TensorProgram::host_scalar(const c10::Scalar& value, ElementType dtype, const ArgSource& source) {
+  Value v = external(scalar_buffer(device_, value));
+  if (source.kind == ArgSource::kScalar) sources_.back() = source;
+  return b_.convert(v, dtype);
+}
+
+Value TensorProgram::host_vector(const std::vector<c10::Scalar>& values, ElementType dtype, const ArgSource& source) {
+  Value v = external(vector_buffer(device_, values));
+  if (source.kind == ArgSource::kList) sources_.back() = source;
+  return b_.convert(v, dtype);
+}
+
+Value TensorProgram::read(const at::Tensor& t, const ArgSource& source) {
   if (t.device().is_cpu()) {
     TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
                 device_, " and cpu!");
     // A runtime argument, not a constant: CPU scalars (learning rates, step counts) change between calls.
-    return host_scalar(t.item(), element_type_of(t.scalar_type()));
+    return host_scalar(t.item(), element_type_of(t.scalar_type()), source);
   }
   ElementType dtype = element_type_of(t.scalar_type());
   StorageSlot& s = slot(t);
@@ -215,7 +234,7 @@ std::shared_mutex& donation_mutex() {
   return mu;
 }
 
-void TensorProgram::run() {
+void TensorProgram::run(ProgramPlan* plan) {
   std::vector<StorageSlot*> targets;
   bool may_donate = false;
   for (const void* key : slot_order_) {
@@ -239,44 +258,59 @@ void TensorProgram::run() {
     // argument list): an in-place update then reuses the buffer instead of copying the storage.
     bool same_type = s->buffer && s->buffer->element_type() == s->value.type.dtype &&
                      s->buffer->dims() == s->value.type.dims;
-    if (s->arg_index >= 0 && same_type && s->buffer.use_count() == 3) {
+    bool unshared = donatable_ ? donatable_->count(s->data) > 0 : s->buffer.use_count() == 3;
+    if (s->arg_index >= 0 && same_type && unshared) {
       b_.set_alias(static_cast<size_t>(s->arg_index), static_cast<int>(results.size()));
       runtime_counters().donations++;
     }
     results.push_back(s->value);
   }
+  std::vector<CheckReport> reports;
   for (const auto& check : checks_) {
     results.push_back(check.bad);
     results.push_back(check.culprit ? *check.culprit : b_.constant(0, ElementType::kS64));
+    reports.push_back(CheckReport{check.message, check.index_error});
   }
   const BackendState& state = backend_state();
   std::string text = b_.build(results);
   std::shared_ptr<Executable> exe = state.cache->get_or_compile(text);
+  std::vector<const void*> target_data;
+  for (StorageSlot* s : targets) target_data.push_back(s->data);
+  if (plan != nullptr) *plan = ProgramPlan{exe, sources_, target_data, reports};
+  execute_plan(device_, *exe, args_, target_data, reports, donating, [this] { release_storages(); });
+}
+
+void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr<Buffer>>& args,
+                  const std::vector<const void*>& targets, const std::vector<CheckReport>& checks,
+                  std::unique_lock<std::shared_mutex>& donating, const std::function<void()>& outputs_placed) {
   std::vector<Buffer*> raw_args;
-  for (const auto& a : args_) raw_args.push_back(a.get());
-  ExecuteResult r = exe->execute(raw_args, pjrt_device(device_));
+  raw_args.reserve(args.size());
+  for (const auto& a : args) raw_args.push_back(a.get());
+  ExecuteResult r = exe.execute(raw_args, pjrt_device(device));
   runtime_counters().graphs_run++;
-  for (size_t i = 0; i < targets.size(); ++i) targets[i]->data->raw_set_buffer(r.outputs[i]);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    static_cast<DeviceData*>(const_cast<void*>(targets[i]))->raw_set_buffer(r.outputs[i]);
+  }
   if (donating.owns_lock()) donating.unlock();
-  release_storages();
-  if (eager_mode() == EagerMode::kDebug || !checks_.empty()) {
+  outputs_placed();
+  if (eager_mode() == EagerMode::kDebug || !checks.empty()) {
     r.done.await();  // errors surface at the op (debug) or graph (checks) that caused them
   } else {
-    track_pending(device_, std::move(r.done));  // host reads wait on the buffers themselves
+    track_pending(device, std::move(r.done));  // host reads wait on the buffers themselves
   }
-  if (!checks_.empty()) note_host_sync("device_check");  // one wait for all of a program's checks
-  for (size_t i = 0; i < checks_.size(); ++i) {
+  if (!checks.empty()) note_host_sync("device_check");  // one wait for all of a program's checks
+  for (size_t i = 0; i < checks.size(); ++i) {
     bool bad = false;
     r.outputs[targets.size() + 2 * i]->to_host(&bad, sizeof(bad));
     if (!bad) continue;
-    std::string message = checks_[i].message;
+    std::string message = checks[i].message;
     size_t at = message.find("{value}");
     if (at != std::string::npos) {
       int64_t culprit = 0;
       r.outputs[targets.size() + 2 * i + 1]->to_host(&culprit, sizeof(culprit));
       message.replace(at, 7, std::to_string(culprit));
     }
-    if (checks_[i].index_error) TORCH_CHECK_INDEX(false, message);
+    if (checks[i].index_error) TORCH_CHECK_INDEX(false, message);
     TORCH_CHECK(false, message);
   }
 }

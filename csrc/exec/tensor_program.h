@@ -4,16 +4,62 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <map>
-#include <optional>
-#include <string>
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "exec/device_data.h"
 #include "hlo/builder.h"
 
 namespace torch_tpu {
+
+class Executable;
+
+// Where a program argument comes from, so that a structural cache hit (exec/graph.cpp) can gather the arguments of
+// a compiled graph without lowering it again: a storage's buffer, a number argument of a recorded op (a Scalar, a
+// CPU scalar tensor, an element of a number list), a whole number list, or a fixed buffer.
+struct ArgSource {
+  enum Kind { kFixed, kSlot, kScalar, kList } kind = kFixed;
+  const void* data = nullptr;  // kSlot: the storage's DeviceData
+  int node = -1;               // kScalar/kList: the op's position in its graph
+  int arg = -1;                // kScalar/kList: the op's argument
+  int elem = -1;               // kScalar: element of a list argument (-1: the argument itself)
+  std::shared_ptr<Buffer> fixed;
+  static ArgSource scalar(int node, int arg, int elem = -1) { return {kScalar, nullptr, node, arg, elem, nullptr}; }
+  static ArgSource list(int node, int arg) { return {kList, nullptr, node, arg, -1, nullptr}; }
+};
+
+// A device check's report (see TensorProgram::add_check).
+struct CheckReport {
+  std::string message;
+  bool index_error = true;
+};
+
+// What running a compiled program needs besides its arguments: the executable, where each argument comes from,
+// which storages its results replace (in order) and the checks read afterwards.
+struct ProgramPlan {
+  std::shared_ptr<Executable> exe;
+  std::vector<ArgSource> sources;
+  std::vector<const void*> targets;  // DeviceData per result, before the checks' results
+  std::vector<CheckReport> checks;
+};
+
+// Runs `exe` on `args` and hands its results to `targets` (DeviceData), then reports the checks (two results each:
+// the predicate and the culprit). `donating`: the lock held while old buffers are donated (released once the new
+// buffers are in place); `outputs_placed` runs then, before any wait. The shared tail of TensorProgram::run and of
+// a structural cache hit.
+void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr<Buffer>>& args,
+                  const std::vector<const void*>& targets, const std::vector<CheckReport>& checks,
+                  std::unique_lock<std::shared_mutex>& donating, const std::function<void()>& outputs_placed);
+
+// A cached device buffer holding `value` (0-d; PRED, S64 or F64 by the Scalar's kind), as host_scalar uses.
+std::shared_ptr<Buffer> scalar_buffer(int device, const c10::Scalar& value);
+// A new 1-D F64 device buffer holding `values`, as host_vector uses.
+std::shared_ptr<Buffer> vector_buffer(int device, const std::vector<c10::Scalar>& values);
 
 class TensorProgram {
  public:
@@ -27,14 +73,15 @@ class TensorProgram {
   HloBuilder& builder() { return b_; }
   int device() const { return device_; }
 
-  // The value of a tpu tensor on this program's device, or of a CPU 0-dim tensor (as a constant).
-  Value read(const at::Tensor& t);
+  // The value of a tpu tensor on this program's device, or of a CPU 0-dim tensor (a runtime scalar; `source` says
+  // which recorded argument it is).
+  Value read(const at::Tensor& t, const ArgSource& source = {});
   // A program argument fed by an existing buffer (e.g. one just uploaded from the host).
   Value external(std::shared_ptr<Buffer> buffer);
   // A 0-d program argument holding `value` (uploaded now), converted to `dtype`.
-  Value host_scalar(const c10::Scalar& value, ElementType dtype);
+  Value host_scalar(const c10::Scalar& value, ElementType dtype, const ArgSource& source = {});
   // A 1-D program argument holding `values` (one upload), converted to `dtype`.
-  Value host_vector(const std::vector<c10::Scalar>& values, ElementType dtype);
+  Value host_vector(const std::vector<c10::Scalar>& values, ElementType dtype, const ArgSource& source = {});
   // Replaces the elements of tpu tensor `target` with `value` (converted to its dtype, broadcast to its shape).
   void write(const at::Tensor& target, const Value& value);
   // A new contiguous tpu tensor holding `value` (converted to `dtype`).
@@ -47,7 +94,12 @@ class TensorProgram {
                  std::optional<Value> culprit = std::nullopt);
 
   // Compiles (through the cache) and executes; afterwards every written/created storage holds its new buffer.
-  void run();
+  // `plan` (optional) receives what a structural cache needs to run the same program again without lowering it.
+  void run(ProgramPlan* plan = nullptr);
+
+  // Donate exactly these storages' old buffers (decided by the caller before lowering), instead of deciding by
+  // reference counts at run().
+  void set_donatable(std::set<const void*> donatable) { donatable_ = std::move(donatable); }
 
   // A storage of this (open) program died: it is no longer read or written here.
   void forget(const void* data);
@@ -80,6 +132,8 @@ class TensorProgram {
   };
   std::vector<Check> checks_;
   std::vector<std::shared_ptr<Buffer>> args_;
+  std::vector<ArgSource> sources_;  // parallel to args_
+  std::optional<std::set<const void*>> donatable_;
   std::map<const void*, StorageSlot> slots_;  // keyed by DeviceData
   std::vector<const void*> slot_order_;
 };

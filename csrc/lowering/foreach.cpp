@@ -44,13 +44,7 @@ struct ForeachArgs {
   }
   const Value& scalar_list(size_t i) {
     auto it = scalar_lists.find(i);
-    if (it == scalar_lists.end()) {
-      std::vector<c10::Scalar> values;
-      const c10::IValue& list = parent.arg(i);
-      size_t n = list.isList() ? list.toListRef().size() : 0;
-      for (size_t k = 0; k < n; ++k) values.push_back(scalar_list_element(list, k).toScalar());
-      it = scalar_lists.emplace(i, parent.runtime_vector(values, ElementType::kF64)).first;
-    }
+    if (it == scalar_lists.end()) it = scalar_lists.emplace(i, parent.runtime_list(i, ElementType::kF64)).first;
     return it->second;
   }
   const Value& single(size_t i) {
@@ -117,6 +111,10 @@ class ElementContext final : public OpContext {
       int64_t k = static_cast<int64_t>(k_);
       Value one = b.reshape(b.slice(all, {k}, {k + 1}), {});
       return b.broadcast_to(b.convert(one, dtype), dims);
+    }
+    // A single number argument of the foreach op: taken at run time as the op's own argument.
+    if (m.source >= 0 && !shared_.parent.is_tensor(static_cast<size_t>(m.source))) {
+      return shared_.parent.runtime_operand(static_cast<size_t>(m.source), dtype, dims);
     }
     return OpContext::runtime_operand(i, dtype, dims);
   }

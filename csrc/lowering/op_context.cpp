@@ -58,6 +58,21 @@ int64_t OpContext::integer(size_t i) const {
   return v.toScalar().toLong();
 }
 
+std::vector<c10::Scalar> OpContext::number_list(size_t i) const {
+  const c10::IValue& v = arg(i);
+  std::vector<c10::Scalar> out;
+  if (v.isDoubleList()) {
+    for (double d : v.toDoubleList()) out.emplace_back(d);
+  } else if (v.isIntList()) {
+    for (int64_t d : v.toIntList()) out.emplace_back(d);
+  } else if (v.isBoolList()) {
+    for (bool d : v.toBoolList()) out.emplace_back(d);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) out.push_back(e.toScalar());
+  }
+  return out;
+}
+
 std::vector<int64_t> OpContext::ints(size_t i) const {
   const c10::IValue& v = arg(i);
   if (v.isNone()) return {};

@@ -40,6 +40,12 @@ class OpContext {
   virtual Value runtime_scalar(const c10::Scalar& value, ElementType dtype) = 0;
   // Numbers known only at run time as one 1-D program argument (one transfer for a whole scalar list).
   virtual Value runtime_vector(const std::vector<c10::Scalar>& values, ElementType dtype) = 0;
+  // Number-list argument i (a ScalarList) as one 1-D runtime argument. Prefer this and runtime_operand(i) over
+  // runtime_scalar/runtime_vector of argument values: the structural cache then leaves the values out of its key
+  // (a value taken at run time must not also steer the program's structure, unless the general path is right for
+  // every value).
+  virtual Value runtime_list(size_t i, ElementType dtype) { return runtime_vector(number_list(i), dtype); }
+  std::vector<c10::Scalar> number_list(size_t i) const;
   // A check computed on the device: raises (IndexError if `index_error`, else RuntimeError) with `message` when any
   // element of the predicate `bad` holds. "{value}" in the message becomes the 0-d integer `culprit`. Reported when
   // the op's program completes (debug/strict) or when the fused graph runs: rules never wait for device values.

@@ -24,6 +24,8 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"disk_cache_hits", disk_cache_hits.load()},
       {"donations", donations.load()},
       {"graphs_run", graphs_run.load()},
+      {"graph_cache_hits", graph_cache_hits.load()},
+      {"graph_cache_misses", graph_cache_misses.load()},
       {"graph_nodes", graph_nodes.load()},
       {"host_syncs", host_syncs.load()},
       {"cached_scalars", cached_scalars.load()},

@@ -23,6 +23,8 @@ struct RuntimeCounters {
   std::atomic<int64_t> cache_misses{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> donations{0};  // executions that reused an input buffer for an output (in-place updates)
+  std::atomic<int64_t> graph_cache_hits{0};    // graphs run from the structural cache: nothing lowered or printed
+  std::atomic<int64_t> graph_cache_misses{0};  // recorded graphs that had to be lowered (then compiled or text-cached)
   std::atomic<int64_t> graphs_run{0};   // programs run by the eager engine (one op, or a fused graph of many)
   std::atomic<int64_t> graph_nodes{0};  // ops recorded into those programs
   std::atomic<int64_t> host_syncs{0};

@@ -90,8 +90,10 @@ def test_profiling_small_ops_costs_little():
         kineto = min(loop() for _ in range(3))
     with torch.autograd.profiler.profile(use_device="tpu", use_kineto=False):
         fallback = min(loop() for _ in range(3))
-    # Before the stubs the fallback path was 200-400x slower; allow generous noise on a shared CI machine.
-    assert kineto < 4 * plain and fallback < 4 * plain, (plain, kineto, fallback)
+    # Before the stubs the fallback path was 200-400x slower. The bound only has to catch that: plain ops are a few
+    # microseconds now (structural cache hits), so the profiler's fixed per-op cost is a large multiple of them and
+    # a shared CI machine adds noise.
+    assert kineto < 25 * plain and fallback < 25 * plain, (plain, kineto, fallback)
 
 
 @pytest.fixture(autouse=True)

@@ -190,3 +190,38 @@ def test_metrics_report_graphs_and_syncs_by_reason():
     assert after["graph_nodes"] - before["graph_nodes"] >= 2
     assert after["host_syncs_by_reason"].get("to_cpu", 0) >= 1
     assert after["nodes_per_graph"] > 0
+
+
+def test_fused_graph_ends_at_each_optimizer_step_without_loss_reads():
+    """A loop that never reads its loss still runs one graph per training step (cut at optimizer.step()), every
+    step after the first hits the compile cache, and the losses equal the CPU's."""
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 3))
+    x, y = torch.randn(9, 6), torch.randint(0, 3, (9,))
+
+    def train(device: str) -> tuple[list[torch.Tensor], list[int], int]:
+        model = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 3))
+        model.load_state_dict(ref.state_dict())
+        model.to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        xd, yd = x.to(device), y.to(device)
+        losses, graphs, compiles = [], [], 0
+        for step in range(5):
+            if step == 2:
+                compiles = torch_tpu.metrics()["compiles"]
+            before = torch_tpu.metrics()["graphs_run"]
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(xd), yd)
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+            graphs.append(torch_tpu.metrics()["graphs_run"] - before)
+        compiles = torch_tpu.metrics()["compiles"] - compiles
+        return [v.cpu() for v in losses], graphs, compiles
+
+    with torch_tpu.eager_mode("fused"):
+        losses, graphs, compiles = train("tpu")
+    cpu_losses, _, _ = train("cpu")
+    torch.testing.assert_close(losses, cpu_losses, rtol=1e-5, atol=1e-6)
+    assert graphs[1:] == [1, 1, 1, 1], graphs
+    assert compiles == 0
