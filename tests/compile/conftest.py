@@ -31,6 +31,7 @@ KEYS = (
     "compiled_backward_calls",
     "aot_backward_graphs",
     "bucketed_calls",
+    "graph_cache_hits",
 )
 
 

@@ -94,3 +94,23 @@ def test_fused_step_is_one_program(delta) -> None:
     d = delta()
     assert d["executions"] == 10 and d["compiles"] == 0 and d["cache_misses"] == 0
     assert d["dynamo_recompiles"] == 0 and d["compiled_graphs"] == 0 and d["fallbacks"] == 0
+
+
+def test_batchnorm_step_hits_the_structural_cache(delta) -> None:
+    """BatchNorm's buffer updates are in-graph copies; rewritten onto lowered ops, the fused step graph is found by
+    the engine's structural cache (nothing lowered or printed) from the third step on."""
+    torch.manual_seed(0)
+    layers = [nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 3)]
+    cpu, tpu = _pair(nn.Sequential(*layers))
+    compiled = torch.compile(tpu, backend="tpu")
+    opt_c, opt_t = torch.optim.SGD(cpu.parameters(), lr=0.05), torch.optim.SGD(tpu.parameters(), lr=0.05)
+    x, y = _data(4, 3, 3, 8, 8)
+    with torch_tpu.eager_mode("fused"):
+        for step in range(6):
+            got = _step(compiled, opt_t, x.to("tpu"), y.to("tpu")).item()
+            assert abs(got - _step(cpu, opt_c, x, y).item()) < 1e-4
+            if step == 1:
+                delta()
+    d = delta()
+    assert d["graph_cache_hits"] == 4 and d["executions"] == 4 and d["fallbacks"] == 0
+    torch.testing.assert_close(tpu[1].running_var.cpu(), cpu[1].running_var, rtol=1e-5, atol=1e-6)

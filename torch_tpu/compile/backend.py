@@ -42,6 +42,40 @@ def _views_as_reshapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return gm
 
 
+def _copies_as_lowered_ops(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Input mutations kept in the graph (`copy_(input, new_value)`, e.g. BatchNorm's running statistics) become
+    `zero_` + `add_`, ops of the lowering table: `copy_` is a hand-written kernel that builds its program directly,
+    which keeps the fused graph out of the engine's structural cache (every call would be lowered and printed
+    again). Only same-shape, same-dtype copies of a freshly computed value are rewritten; the result is the same
+    value (a -0.0 source lands as +0.0)."""
+    aten = torch.ops.aten
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.copy_.default or len(node.args) != 2:
+            continue
+        dst, src = node.args
+        if not (isinstance(dst, torch.fx.Node) and isinstance(src, torch.fx.Node)) or src.op != "call_function":
+            continue
+        if getattr(src.target, "is_view", False):
+            continue
+        dv, sv = dst.meta.get("val"), src.meta.get("val")
+        if not (isinstance(dv, torch.Tensor) and isinstance(sv, torch.Tensor)):
+            continue
+        if dv.dtype != sv.dtype or dv.dtype == torch.bool or list(dv.shape) != list(sv.shape):
+            continue
+        with gm.graph.inserting_before(node):
+            zeroed = gm.graph.call_function(aten.zero_.default, (dst,))
+            added = gm.graph.call_function(aten.add_.Tensor, (zeroed, src))
+        added.meta = dict(node.meta)
+        zeroed.meta = dict(dst.meta)
+        node.replace_all_uses_with(added)
+        gm.graph.erase_node(node)
+        changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
 def _fill_undefined_outputs(gm: torch.fx.GraphModule, fn: Callable[..., Any]) -> Callable[..., Any]:
     """Outputs the graph traced as tensors but a tpu kernel leaves undefined (None), e.g. the fused SDPA's philox
     seed/offset when dropout is off, become empty tensors of the traced shape: AOTAutograd saves them for the
@@ -80,14 +114,14 @@ def _boxed(fn: Callable[..., Any], counter: str) -> Callable[[list[Any]], Any]:
 
 def _forward_compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[[list[Any]], Any]:
     counters.bump("aot_forward_graphs")
-    gm = _views_as_reshapes(gm)
+    gm = _copies_as_lowered_ops(_views_as_reshapes(gm))
     return _boxed(_fill_undefined_outputs(gm, gm.forward), "compiled_calls")
 
 
 def _inference_compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[[list[Any]], Any]:
     counters.bump("aot_forward_graphs")
     padded = bucketing.try_bucketed(gm, example_inputs)  # analyses the graph with its traced views
-    gm = _views_as_reshapes(gm)
+    gm = _copies_as_lowered_ops(_views_as_reshapes(gm))
     return _boxed(padded if padded is not None else gm.forward, "compiled_calls")
 
 
