@@ -31,6 +31,10 @@ from torch_tpu import distributed  # noqa: E402  (registers the tpu_dist c10d ba
 distributed.register()
 distributed.select_device()
 
+from torch_tpu import compile as _compile  # noqa: E402  (torch.compile on tpu: backend "tpu", DeviceInterface)
+
+_compile.install()
+
 
 def is_available() -> bool:
     """True when a PJRT plugin loaded and exposes at least one device."""
@@ -45,6 +49,7 @@ def metrics() -> dict[str, Any]:
     out["fallback_ops"] = dict(_C._fallback_counts())
     out["host_ops"] = dict(_C._host_op_counts())
     out["host_syncs_by_reason"] = dict(_C._host_sync_counts())
+    out.update(_compile.counters.snapshot())
     out["nodes_per_graph"] = out["graph_nodes"] / out["graphs_run"] if out["graphs_run"] else 0.0
     return out
 
