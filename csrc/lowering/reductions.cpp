@@ -296,7 +296,10 @@ V histc_rule(OpContext& c) {
 
 }  // namespace
 
+void add_scan_rules(Rows& rows);  // scans.cpp
+
 void add_reduction_rules(Rows& rows) {
+  add_scan_rules(rows);
   rows.push_back({{"sum", "sum.dim_IntList", "sum.IntList_out"}, sum_rule});
   rows.push_back({{"mean"}, mean_rule, mean_dtype_check(1)});
   rows.push_back({{"mean.dim", "mean.out"}, mean_rule, mean_dtype_check(3)});
@@ -316,6 +319,8 @@ void add_reduction_rules(Rows& rows) {
   rows.push_back({{"all", "all.dim", "all.dims", "all.out", "all.dims_out", "all.all_out"}, bool_reduce(true)});
   rows.push_back({{"any", "any.dim", "any.dims", "any.out", "any.dims_out", "any.all_out"}, bool_reduce(false)});
   rows.push_back({{"linalg_vector_norm", "linalg_vector_norm.out"}, vector_norm_rule, vector_norm_check});
+  // norm(self, p?, dim, keepdim[, dtype]): the same arguments in the same places as linalg_vector_norm.
+  rows.push_back({{"norm.ScalarOpt_dim", "norm.out", "norm.ScalarOpt_dim_dtype", "norm.dtype_out"}, vector_norm_rule});
   rows.push_back({{"histc", "histc.out"}, histc_rule});
 }
 

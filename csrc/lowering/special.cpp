@@ -1,0 +1,168 @@
+// Special functions: the gamma family (lgamma, digamma, polygamma), the erf family (erfc, erfinv) and
+// torch.special's entr. Computed in float32 for float32/float16/bfloat16 results and in float64 for float64, with
+// PyTorch's values at poles and edges.
+#include <cmath>
+
+#include "lowering/hlo_math.h"
+#include "lowering/math.h"
+#include "lowering/numerics.h"
+#include "lowering/op_context.h"
+#include "lowering/rule_helpers.h"
+
+namespace torch_tpu {
+namespace {
+
+using namespace hm;  // NOLINT: formula spellings
+using Rows = std::vector<LoweringRow>;
+using V = std::vector<Value>;
+
+Value is_int_valued(HloBuilder& b, const Value& x) { return eq(b, x, b.unary("stablehlo.floor", x)); }
+
+// digamma as PyTorch defines it at the edges: -inf at +0, +inf at -0, NaN at negative integers and -inf.
+Value digamma_value(HloBuilder& b, const Value& x) {
+  Value r = chlo(b, "digamma", {x});
+  Value zero = eq(b, x, k(b, 0, x));
+  r = sel(b, zero, copysign_value(b, k(b, INFINITY, x), neg(b, x)), r);
+  r = sel(b, land(b, lt(b, x, k(b, 0, x)), is_int_valued(b, x)), k(b, NAN, x), r);
+  return sel(b, eq(b, x, k(b, INFINITY, x)), x, r);
+}
+
+// lgamma: +inf at the poles (0 and negative integers) and at +-inf.
+Value lgamma_value(HloBuilder& b, const Value& x) {
+  Value r = chlo(b, "lgamma", {x});
+  Value pole = land(b, le(b, x, k(b, 0, x)), is_int_valued(b, x));
+  r = sel(b, lor(b, pole, eq(b, abs(b, x), k(b, INFINITY, x))), k(b, INFINITY, x), r);
+  return r;
+}
+
+// x - round(x), exact: sin(pi x)^2 and cot(pi x) have period 1, and pi times the small remainder keeps its digits.
+Value unit_remainder(HloBuilder& b, const Value& x) { return sub(b, x, b.unary("stablehlo.round_nearest_even", x)); }
+
+// trigamma: below 1/2 by reflection, pi^2 / sin^2(pi x) - trigamma(1 - x); then six steps of the recurrence
+// trigamma(x) = 1 / x^2 + trigamma(x + 1) and the asymptotic series in 1 / x.
+Value trigamma_value(HloBuilder& b, const Value& x) {
+  Value reflect = lt(b, x, k(b, 0.5, x));
+  Value s = b.unary("stablehlo.sine", mul(b, x, k(b, M_PI, x)));  // as PyTorch computes it, unreduced
+  Value mirror = div(b, k(b, M_PI * M_PI, x), mul(b, s, s));
+  Value y = sel(b, reflect, sub(b, k(b, 1, x), x), x);
+  Value acc = k(b, 0, x);
+  for (int i = 0; i < 6; ++i) {
+    acc = add(b, acc, div(b, k(b, 1, y), mul(b, y, y)));
+    y = add(b, y, k(b, 1, y));
+  }
+  Value iyy = div(b, k(b, 1, y), mul(b, y, y));
+  Value series = sub(b, k(b, 1.0 / 30, y), mul(b, iyy, k(b, 1.0 / 42, y)));
+  series = sub(b, k(b, 1.0 / 6, y), mul(b, iyy, series));
+  series = add(b, add(b, k(b, 1, y), div(b, k(b, 0.5, y), y)), mul(b, iyy, series));
+  Value t = add(b, acc, div(b, series, y));
+  return sel(b, reflect, sub(b, mirror, t), t);
+}
+
+// Hurwitz zeta(s, q) for an integer s >= 2 and q > 0: nine terms of the sum, then Euler-Maclaurin at a = q + 9.
+Value hurwitz_zeta_positive(HloBuilder& b, int64_t s, const Value& q) {
+  static const double kB2j[] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6,
+                                -3617.0 / 510, 43867.0 / 798, -174611.0 / 330, 854513.0 / 138, -236364091.0 / 2730};
+  Value sum = k(b, 0, q);
+  Value a = q;
+  for (int i = 0; i < 9; ++i) {
+    sum = add(b, sum, integer_pow_const(b, div(b, k(b, 1, a), a), static_cast<uint64_t>(s)));
+    a = add(b, a, k(b, 1, a));
+  }
+  Value ia = div(b, k(b, 1, a), a);
+  Value a_s = integer_pow_const(b, ia, static_cast<uint64_t>(s));  // a^-s
+  sum = add(b, sum, div(b, mul(b, a_s, a), k(b, static_cast<double>(s - 1), a)));
+  sum = add(b, sum, mul(b, a_s, k(b, 0.5, a)));
+  // Term j: B_2j / (2j)! * s (s + 1) ... (s + 2j - 2) * a^-(s + 2j - 1).
+  Value power = mul(b, a_s, ia);  // a^-(s+1)
+  double coef = 1, fact = 1;
+  double rising = static_cast<double>(s);
+  for (int j = 1; j <= 12; ++j) {
+    fact *= (2.0 * j - 1) * (2.0 * j);
+    if (j > 1) rising *= static_cast<double>(s + 2 * j - 3) * static_cast<double>(s + 2 * j - 2);
+    coef = kB2j[j - 1] / fact * rising;
+    sum = add(b, sum, mul(b, power, k(b, coef, a)));
+    power = mul(b, power, mul(b, ia, ia));
+  }
+  return sum;
+}
+
+// polygamma(n, x): digamma, trigamma, and for n >= 2 (-1)^(n+1) n! zeta(n + 1, x); below 1/2 by the reflection
+// psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) P_n(cot(pi x)), P_0(c) = c, P_k+1(c) = -(1 + c^2) P_k'(c); +-inf at the poles.
+Value polygamma_value(HloBuilder& b, int64_t n, const Value& x) {
+  if (n == 0) return digamma_value(b, x);
+  if (n == 1) return trigamma_value(b, x);
+  double fact = 1;
+  for (int64_t i = 2; i <= n; ++i) fact *= static_cast<double>(i);
+  double sign = n % 2 == 1 ? 1.0 : -1.0;  // (-1)^(n+1)
+  auto psi_positive = [&](const Value& y) { return mul(b, hurwitz_zeta_positive(b, n + 1, y), k(b, sign * fact, y)); };
+  Value reflect = lt(b, x, k(b, 0.5, x));
+  Value y = sel(b, reflect, sub(b, k(b, 1, x), x), x);
+  Value direct = psi_positive(y);
+  std::vector<double> p = {0, 1};
+  for (int64_t step = 0; step < n; ++step) {
+    std::vector<double> d(p.size() > 1 ? p.size() - 1 : 1, 0.0);
+    for (size_t i = 1; i < p.size(); ++i) d[i - 1] = static_cast<double>(i) * p[i];
+    std::vector<double> next(d.size() + 2, 0.0);
+    for (size_t i = 0; i < d.size(); ++i) {
+      next[i] -= d[i];
+      next[i + 2] -= d[i];
+    }
+    p = next;
+  }
+  Value r = unit_remainder(b, x);
+  Value pr = mul(b, r, k(b, M_PI, r));
+  Value cot = div(b, b.unary("stablehlo.cosine", pr), b.unary("stablehlo.sine", pr));
+  Value poly = k(b, 0, x);
+  for (size_t i = p.size(); i-- > 0;) poly = add(b, mul(b, poly, cot), k(b, p[i], x));
+  Value mirrored = sub(b, mul(b, direct, k(b, n % 2 == 0 ? 1.0 : -1.0, x)), mul(b, poly, k(b, std::pow(M_PI, n + 1), x)));
+  Value out = sel(b, reflect, mirrored, direct);
+  Value pole = land(b, le(b, x, k(b, 0, x)), is_int_valued(b, x));
+  out = sel(b, pole, k(b, sign * INFINITY, x), out);
+  return sel(b, eq(b, x, k(b, INFINITY, x)), k(b, 0, x), out);
+}
+
+LoweringRule special_unary(const char* name, Value (*fn)(HloBuilder&, const Value&)) {
+  return [name, fn](OpContext& c) -> V {
+    TORCH_CHECK_NOT_IMPLEMENTED(!is_complex(c.out(0).dtype), "\"", name, "\" is not lowered for complex tensors on tpu");
+    require_floating(c, name);
+    return {to_result(c, fn(c.b, opmath_operand(c, 0)))};
+  };
+}
+
+V polygamma_rule(OpContext& c) {  // polygamma(n, self)
+  int64_t n = c.integer(0);
+  TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+  TensorType o = c.out(0);
+  require_floating(c, "polygamma");
+  Value x = c.b.convert(c.operand(1, o.dtype, o.dims), opmath_type(o.dtype));
+  return {to_result(c, polygamma_value(c.b, n, x))};
+}
+
+Value erfinv_value(HloBuilder& b, const Value& x) {
+  Value r = chlo(b, "erf_inv", {x});
+  Value one = k(b, 1, x);
+  r = sel(b, eq(b, x, one), k(b, INFINITY, x), r);
+  r = sel(b, eq(b, x, neg(b, one)), k(b, -INFINITY, x), r);
+  return sel(b, gt(b, abs(b, x), one), k(b, NAN, x), r);
+}
+
+Value erfc_value(HloBuilder& b, const Value& x) { return chlo(b, "erfc", {x}); }
+
+Value entr_value(HloBuilder& b, const Value& x) {  // -x log x; 0 at 0, -inf below 0
+  Value r = neg(b, mul(b, x, log(b, x)));
+  r = sel(b, eq(b, x, k(b, 0, x)), k(b, 0, x), r);
+  return sel(b, lt(b, x, k(b, 0, x)), k(b, -INFINITY, x), r);
+}
+
+}  // namespace
+
+void add_special_rules(Rows& rows) {
+  rows.push_back({{"lgamma", "lgamma_", "lgamma.out"}, special_unary("lgamma", lgamma_value)});
+  rows.push_back({{"digamma", "digamma_", "digamma.out"}, special_unary("digamma", digamma_value)});
+  rows.push_back({{"polygamma", "polygamma.out"}, polygamma_rule});
+  rows.push_back({{"erfinv", "erfinv_", "erfinv.out"}, special_unary("erfinv", erfinv_value)});
+  rows.push_back({{"erfc", "erfc_", "erfc.out"}, special_unary("erfc", erfc_value)});
+  rows.push_back({{"special_entr", "special_entr.out"}, special_unary("special_entr", entr_value)});
+}
+
+}  // namespace torch_tpu
