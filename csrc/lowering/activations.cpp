@@ -242,14 +242,14 @@ V hardswish_rule(OpContext& c) {  // x * min(max(x + 3, 0), 6) / 6
   return {to_result(c, hm::div(c.b, hm::mul(c.b, x, relu6_of_shift(c.b, x)), hm::k(c.b, 6, x)))};
 }
 
-V hardswish_backward_rule(OpContext& c) {  // x < -3: 0; x <= 3: g (x / 3 + 1/2); else g
+V hardswish_backward_rule(OpContext& c) {  // x <= -3: 0; x < 3: g (x / 3 + 1/2); else g (as PyTorch's CPU kernel)
   using namespace hm;  // NOLINT
   HloBuilder& b = c.b;
   TensorType o = compute_out(c);
   Value g = c.operand(0, o.dtype, o.dims), x = c.operand(1, o.dtype, o.dims);
   Value mid = mul(b, g, add(b, div(b, x, k(b, 3, x)), k(b, 0.5, x)));
-  Value r = sel(b, le(b, x, k(b, 3, x)), mid, g);
-  return {to_result(c, sel(b, lt(b, x, k(b, -3, x)), k(b, 0, x), r))};
+  Value r = sel(b, lt(b, x, k(b, 3, x)), mid, g);
+  return {to_result(c, sel(b, le(b, x, k(b, -3, x)), k(b, 0, x), r))};
 }
 
 V hardsigmoid_rule(OpContext& c) {  // min(max(x + 3, 0), 6) / 6

@@ -204,6 +204,7 @@ V hypot_rule(OpContext& c) {  // max * sqrt(1 + (min / max)^2), without overflow
 // logaddexp: max + log1p(exp(-|a - b|)); equal infinities give themselves. base2: with 2^ and log2.
 LoweringRule logaddexp_rule(bool base2) {
   return [base2](OpContext& c) -> V {
+    require_floating(c, base2 ? "logaddexp2_cpu" : "logaddexp_cpu");
     HloBuilder& b = c.b;
     auto [x, y] = float_operands(c);
     Value m = nan_max(b, x, y);

@@ -18,13 +18,32 @@ using V = std::vector<Value>;
 
 Value is_int_valued(HloBuilder& b, const Value& x) { return eq(b, x, b.unary("stablehlo.floor", x)); }
 
-// digamma as PyTorch defines it at the edges: -inf at +0, +inf at -0, NaN at negative integers and -inf.
+// digamma as PyTorch computes it: negatives by reflection, digamma(1 - x) - pi / tan(pi frac(x)); then the recurrence
+// digamma(x) = digamma(x + 1) - 1 / x up to x >= 10 and the asymptotic series log x - 1 / 2x - sum B_2k / (2k x^2k).
+// Edges: -inf at +0, +inf at -0, NaN at negative integers and -inf.
 Value digamma_value(HloBuilder& b, const Value& x) {
-  Value r = chlo(b, "digamma", {x});
+  Value negative = lt(b, x, k(b, 0, x));
+  // pi / tan(pi r) in float64, as PyTorch computes it for float32.
+  Value r = b.convert(sub(b, x, trunc_value(b, x)), ElementType::kF64);
+  Value mirror = b.convert(div(b, k(b, M_PI, r), b.unary("stablehlo.tan", mul(b, r, k(b, M_PI, r)))), x.type.dtype);
+  Value y = sel(b, negative, sub(b, k(b, 1, x), x), x);
+  Value acc = k(b, 0, x);
+  for (int i = 0; i < 10; ++i) {
+    Value small = lt(b, y, k(b, 10, y));
+    acc = sel(b, small, sub(b, acc, div(b, k(b, 1, y), y)), acc);
+    y = sel(b, small, add(b, y, k(b, 1, y)), y);
+  }
+  static const double kB2k[] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6};
+  Value z = div(b, k(b, 1, y), mul(b, y, y));
+  Value poly = k(b, 0, y);
+  for (int i = 6; i >= 0; --i) poly = mul(b, add(b, poly, k(b, kB2k[i] / (2.0 * (i + 1)), y)), z);
+  poly = sel(b, lt(b, y, k(b, 1e17, y)), poly, k(b, 0, y));
+  Value d = add(b, acc, sub(b, sub(b, log(b, y), div(b, k(b, 0.5, y), y)), poly));
+  d = sel(b, negative, sub(b, d, mirror), d);
   Value zero = eq(b, x, k(b, 0, x));
-  r = sel(b, zero, copysign_value(b, k(b, INFINITY, x), neg(b, x)), r);
-  r = sel(b, land(b, lt(b, x, k(b, 0, x)), is_int_valued(b, x)), k(b, NAN, x), r);
-  return sel(b, eq(b, x, k(b, INFINITY, x)), x, r);
+  d = sel(b, zero, copysign_value(b, k(b, INFINITY, x), neg(b, x)), d);
+  d = sel(b, land(b, negative, is_int_valued(b, x)), k(b, NAN, x), d);
+  return sel(b, eq(b, x, k(b, INFINITY, x)), x, d);
 }
 
 // lgamma: +inf at the poles (0 and negative integers) and at +-inf.
@@ -110,15 +129,20 @@ Value polygamma_value(HloBuilder& b, int64_t n, const Value& x) {
     p = next;
   }
   Value r = unit_remainder(b, x);
+  // cot(pi r) as cos/sin near 0 and as +-tan(pi (1/2 - |r|)) near +-1/2, where it is exactly 0 at half-integers.
   Value pr = mul(b, r, k(b, M_PI, r));
-  Value cot = div(b, b.unary("stablehlo.cosine", pr), b.unary("stablehlo.sine", pr));
+  Value ar = abs(b, r);
+  Value near_half = mul(b, copysign_value(b, b.unary("stablehlo.tan", mul(b, sub(b, k(b, 0.5, ar), ar), k(b, M_PI, ar))), r),
+                        k(b, 1, r));
+  Value cot = sel(b, lt(b, ar, k(b, 0.25, ar)), div(b, b.unary("stablehlo.cosine", pr), b.unary("stablehlo.sine", pr)),
+                  near_half);
   Value poly = k(b, 0, x);
   for (size_t i = p.size(); i-- > 0;) poly = add(b, mul(b, poly, cot), k(b, p[i], x));
   Value mirrored = sub(b, mul(b, direct, k(b, n % 2 == 0 ? 1.0 : -1.0, x)), mul(b, poly, k(b, std::pow(M_PI, n + 1), x)));
   Value out = sel(b, reflect, mirrored, direct);
   Value pole = land(b, le(b, x, k(b, 0, x)), is_int_valued(b, x));
   out = sel(b, pole, k(b, sign * INFINITY, x), out);
-  return sel(b, eq(b, x, k(b, INFINITY, x)), k(b, 0, x), out);
+  return sel(b, eq(b, x, k(b, INFINITY, x)), k(b, NAN, x), out);  // as the CPU kernel gives
 }
 
 LoweringRule special_unary(const char* name, Value (*fn)(HloBuilder&, const Value&)) {
