@@ -423,7 +423,8 @@ LoweringRule addc(const std::string& op) {  // self + value * (t1 op t2)
     TensorType o = compute_out(c);
     Value s = c.operand(0, o.dtype, o.dims), t1 = c.operand(1, o.dtype, o.dims), t2 = c.operand(2, o.dtype, o.dims);
     Value prod = c.b.binary(op, t1, t2);
-    if (c.has(3) && c.scalar(3) != 1.0) prod = c.b.binary("stablehlo.multiply", prod, scalar_in_result_type(c, 3, o.dtype));
+    // `value` keeps its full precision in the compute type (PyTorch's CPU kernels read it as their opmath type).
+    if (c.has(3) && c.scalar(3) != 1.0) prod = c.b.binary("stablehlo.multiply", prod, c.runtime_operand(3, o.dtype, o.dims));
     return {to_result(c, c.b.binary("stablehlo.add", s, prod))};
   };
 }

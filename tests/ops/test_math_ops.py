@@ -314,3 +314,13 @@ def test_no_fallbacks_counted():
     torch.cumprod(x, 0)
     torch.isin(x, x[0])
     assert not torch_tpu.metrics()["fallback_ops"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("fn", [torch.addcmul, torch.addcdiv])
+def test_addcmul_addcdiv_value_keeps_full_precision(fn, dtype):
+    # PyTorch reads `value` as float32 (not rounded to the tensor dtype) and rounds the result once.
+    x, t1, t2 = r(5, 5, dtype=dtype), r(5, 1, dtype=dtype), r(1, 5, lo=0.5, hi=2, dtype=dtype)
+    expected = fn(x, t1, t2, value=3.14)
+    actual = fn(x.to("tpu"), t1.to("tpu"), t2.to("tpu"), value=3.14).cpu()
+    assert torch.equal(actual, expected)
