@@ -58,6 +58,10 @@ UNARY = {
     "entr": (torch.special.entr, (0, 5)),
     "signbit": (torch.signbit, (-5, 5)),
     "mvlgamma": (lambda x: torch.mvlgamma(x, 3), (1.01, 20)),
+    "i0": (torch.i0, (-30, 30)),
+    "i0e": (torch.special.i0e, (-30, 30)),
+    "i1": (torch.special.i1, (-30, 30)),
+    "i1e": (torch.special.i1e, (-30, 30)),
 }
 # Differentiable ones get a gradient check on their random samples.
 NO_GRAD = {"signbit", "frac", "angle", "polygamma2", "polygamma3", "entr"}
@@ -324,3 +328,18 @@ def test_addcmul_addcdiv_value_keeps_full_precision(fn, dtype):
     expected = fn(x, t1, t2, value=3.14)
     actual = fn(x.to("tpu"), t1.to("tpu"), t2.to("tpu"), value=3.14).cpu()
     assert torch.equal(actual, expected)
+
+
+def test_equal_reads_one_value():
+    a = r(4, 5)
+    t = a.to("tpu")
+    assert torch.equal(t, t.clone())
+    assert not torch.equal(t, t + 1)
+    assert not torch.equal(t, t[:3])
+    assert torch.equal(t, a.double().to("tpu"))  # compares values after promotion, as on the CPU
+    n = torch.tensor([NAN]).to("tpu")
+    assert not torch.equal(n, n)
+    assert torch.equal(torch.empty(0, device="tpu"), torch.empty(0, device="tpu"))
+    torch_tpu.reset_op_counts()
+    torch.equal(t, t.t().contiguous().t())
+    assert not torch_tpu.metrics()["fallback_ops"]
