@@ -343,3 +343,11 @@ def test_equal_reads_one_value():
     torch_tpu.reset_op_counts()
     torch.equal(t, t.t().contiguous().t())
     assert not torch_tpu.metrics()["fallback_ops"]
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0, INF])
+def test_renorm(p):
+    x = r(4, 3, 5)
+    check(lambda t: torch.renorm(t, p, 1, 2.0), x, rtol=1e-5, atol=1e-5)
+    check(lambda t: torch.renorm(t, p, 0, 0.5), x.transpose(0, 2), rtol=1e-5, atol=1e-5)
+    check(lambda t: torch.renorm(t, p, -1, 1.0), x.to(torch.bfloat16), grad=False, **BF16)
