@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lowering/math.h"
 #include "lowering/numerics.h"
 #include "lowering/op_context.h"
 #include "lowering/rule_helpers.h"
@@ -422,7 +423,8 @@ LoweringRule addc(const std::string& op) {  // self + value * (t1 op t2)
     TensorType o = compute_out(c);
     Value s = c.operand(0, o.dtype, o.dims), t1 = c.operand(1, o.dtype, o.dims), t2 = c.operand(2, o.dtype, o.dims);
     Value prod = c.b.binary(op, t1, t2);
-    if (c.has(3) && !c.is_unit(3)) prod = c.b.binary("stablehlo.multiply", prod, scalar_in_result_type(c, 3, o.dtype));
+    // `value` keeps its full precision in the compute type (PyTorch's CPU kernels read it as their opmath type).
+    if (c.has(3) && !c.is_unit(3)) prod = c.b.binary("stablehlo.multiply", prod, c.runtime_operand(3, o.dtype, o.dims));
     return {to_result(c, c.b.binary("stablehlo.add", s, prod))};
   };
 }
@@ -505,6 +507,8 @@ void add_activation_rules(Rows& rows);  // activations.cpp
 
 void add_elementwise_rules(Rows& rows) {
   add_activation_rules(rows);
+  add_math_rules(rows);
+  add_special_rules(rows);
   rows.push_back({{"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"}, add_like("stablehlo.add"), add_checks(false)});
   rows.push_back({{"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"}, add_like("stablehlo.subtract"), add_checks(true)});
   rows.push_back({{"rsub.Tensor", "rsub.Scalar"}, [](OpContext& c) -> V {  // other - alpha * self
@@ -521,8 +525,8 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
                    "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode", "div_.Scalar_mode"},
                   div_rule, reject_bool_division(false)});
-  rows.push_back({{"maximum", "maximum.out", "max.other", "max.out"}, binary_fn(nan_max)});
-  rows.push_back({{"minimum", "minimum.out", "min.other", "min.out"}, binary_fn(nan_min)});
+  rows.push_back({{"maximum", "maximum.out"}, binary_fn(nan_max)});  // max.other/max.out are composites of these
+  rows.push_back({{"minimum", "minimum.out"}, binary_fn(nan_min)});
   rows.push_back({{"fmax", "fmax.out"}, binary_fn(fmax_value)});
   rows.push_back({{"fmin", "fmin.out"}, binary_fn(fmin_value)});
   rows.push_back({{"floor_divide", "floor_divide_.Tensor", "floor_divide.out", "floor_divide.Scalar", "floor_divide_.Scalar"},

@@ -215,6 +215,38 @@ void vector_norm_check(std::vector<c10::IValue>& args) {
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", c10::toString(in));
 }
 
+// The `ord` vector norm of |x| (already taken) over `dims`, in x's type.
+Value norm_of_abs(HloBuilder& b, const Value& x, double ord, const std::vector<int64_t>& dims) {
+  ElementType t = x.type.dtype;
+  if (std::isinf(ord)) return ord > 0 ? reduce_nan_max(b, x, dims) : reduce_nan_min(b, x, dims);
+  if (ord == 1.0) return reduce_sum(b, x, dims);
+  if (ord == 2.0) return b.unary("stablehlo.sqrt", reduce_sum(b, b.binary("stablehlo.multiply", x, x), dims));
+  if (ord == 0.0) return reduce_sum(b, b.convert(b.compare(CompareDirection::kNe, x, zeros(b, x.type)), t), dims);
+  Value s = reduce_sum(b, b.binary("stablehlo.power", x, b.constant(ord, t, x.type.dims)), dims);
+  return b.binary("stablehlo.power", s, b.constant(1.0 / ord, t, s.type.dims));
+}
+
+V renorm_rule(OpContext& c) {  // renorm(self, p, dim, maxnorm): slices along dim with norm > maxnorm scaled to it
+  HloBuilder& b = c.b;
+  double p = c.scalar(1), maxnorm = c.scalar(3);
+  TORCH_CHECK(p > 0, "renorm: non-positive-norm not supported");
+  TORCH_CHECK(maxnorm >= 0, "renorm: expected maxnorm to be >= 0 but got ", maxnorm);
+  TensorType o = c.out(0);
+  ElementType t = opmath_type(o.dtype);
+  Value x = b.convert(c.tensor(0), t);
+  int64_t d = c.dim(2, x.type.rank());
+  std::vector<int64_t> others;
+  for (int64_t i = 0; i < x.type.rank(); ++i) {
+    if (i != d) others.push_back(i);
+  }
+  Value norm = keep_dims(b, norm_of_abs(b, b.unary("stablehlo.abs", x), p, others), x.type.dims, others);
+  Value mx = b.constant(maxnorm, t, norm.type.dims);
+  Value factor = b.select(b.compare(CompareDirection::kGt, norm, mx),
+                          b.binary("stablehlo.divide", mx, b.binary("stablehlo.add", norm, b.constant(1e-7, t, norm.type.dims))),
+                          b.constant(1, t, norm.type.dims));
+  return {b.convert(b.binary("stablehlo.multiply", x, b.broadcast_to(factor, x.type.dims)), o.dtype)};
+}
+
 V vector_norm_rule(OpContext& c) {  // linalg_vector_norm(self, ord, dim, keepdim, dtype)
   ElementType t = opmath_type(c.out(0).dtype);
   Value x = c.b.unary("stablehlo.abs", c.b.convert(c.tensor(0), t));
@@ -296,7 +328,10 @@ V histc_rule(OpContext& c) {
 
 }  // namespace
 
+void add_scan_rules(Rows& rows);  // scans.cpp
+
 void add_reduction_rules(Rows& rows) {
+  add_scan_rules(rows);
   rows.push_back({{"sum", "sum.dim_IntList", "sum.IntList_out"}, sum_rule});
   rows.push_back({{"mean"}, mean_rule, mean_dtype_check(1)});
   rows.push_back({{"mean.dim", "mean.out"}, mean_rule, mean_dtype_check(3)});
@@ -316,7 +351,10 @@ void add_reduction_rules(Rows& rows) {
   rows.push_back({{"all", "all.dim", "all.dims", "all.out", "all.dims_out", "all.all_out"}, bool_reduce(true)});
   rows.push_back({{"any", "any.dim", "any.dims", "any.out", "any.dims_out", "any.all_out"}, bool_reduce(false)});
   rows.push_back({{"linalg_vector_norm", "linalg_vector_norm.out"}, vector_norm_rule, vector_norm_check});
+  // norm(self, p?, dim, keepdim[, dtype]): the same arguments in the same places as linalg_vector_norm.
+  rows.push_back({{"norm.ScalarOpt_dim", "norm.out", "norm.ScalarOpt_dim_dtype", "norm.dtype_out"}, vector_norm_rule});
   rows.push_back({{"histc", "histc.out"}, histc_rule});
+  rows.push_back({{"renorm", "renorm_", "renorm.out"}, renorm_rule});
 }
 
 }  // namespace torch_tpu
