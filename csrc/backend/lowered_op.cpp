@@ -305,19 +305,49 @@ int first_tpu_device(const std::vector<c10::IValue>& args) {
   return device;
 }
 
-void record_same_device_copy(const at::Tensor& self, const at::Tensor& src) {
+void record_custom_op(int device, std::string structure, const std::vector<at::Tensor>& reads,
+                      const std::vector<at::Tensor>& writes, CustomLowering lower) {
   RecordedOp rec;
-  rec.structure = "copy_(";
-  append_tensor_structure(rec.structure, self);
-  append_tensor_structure(rec.structure, src);
+  rec.structure = std::move(structure);
+  rec.structure += '(';
+  for (const at::Tensor& t : reads) append_tensor_structure(rec.structure, t);
+  rec.structure += "->";
+  for (const at::Tensor& t : writes) append_tensor_structure(rec.structure, t);
   rec.structure += ')';
-  rec.tensors = {snapshot(self), snapshot(src)};
-  rec.written = {true, false};
-  rec.args = {rec.tensors[0], rec.tensors[1]};
-  rec.lower = [](TensorProgram& program, const RecordedOp& op, int, OpFacts&) {
-    program.write(op.tensors[0], program.read(op.tensors[1]));
+  size_t n_reads = 0;
+  for (const at::Tensor& t : reads) {
+    if (!t.defined()) continue;
+    rec.tensors.push_back(snapshot(t));
+    rec.written.push_back(false);
+    ++n_reads;
+  }
+  for (const at::Tensor& t : writes) {
+    if (!t.defined()) continue;
+    rec.tensors.push_back(snapshot(t));
+    rec.written.push_back(true);
+  }
+  rec.args.assign(rec.tensors.begin(), rec.tensors.end());
+  rec.lower = [lower = std::move(lower), n_reads](TensorProgram& program, const RecordedOp& op, int, OpFacts&) {
+    std::vector<at::Tensor> in(op.tensors.begin(), op.tensors.begin() + static_cast<std::ptrdiff_t>(n_reads));
+    std::vector<at::Tensor> out(op.tensors.begin() + static_cast<std::ptrdiff_t>(n_reads), op.tensors.end());
+    lower(program, in, out);
   };
-  record_op(self.device().index(), std::move(rec));
+  record_op(device, std::move(rec));
+}
+
+at::Tensor new_output(int device, c10::IntArrayRef sizes, at::ScalarType dtype) {
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype).device(c10::DeviceType::PrivateUse1,
+                                                                        static_cast<c10::DeviceIndex>(device)));
+  if (eager_mode() == EagerMode::kFused) device_data(t.storage()).defer_booking();
+  return t;
+}
+
+void record_same_device_copy(const at::Tensor& self, const at::Tensor& src) {
+  record_custom_op(self.device().index(), "copy_", {src}, {self},
+                   [](TensorProgram& p, const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& out) {
+                     p.write(out[0], p.read(in[0]));
+                   });
 }
 
 void count_fallback(const c10::OperatorHandle& op) { count(g_fallbacks, op_label(op)); }

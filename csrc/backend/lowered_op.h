@@ -23,6 +23,17 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // self.copy_(src) between tensors of one tpu device, recorded for the structural cache like a lowered op.
 void record_same_device_copy(const at::Tensor& self, const at::Tensor& src);
 
+// An op outside the lowering table (SDPA, copy_) recorded for the structural cache. `structure` names everything
+// `lower` bakes in besides the tensors' types and views; `lower` reads `reads` and writes every tensor of `writes`
+// (snapshots of the caller's tensors, in order; undefined ones are left out).
+class TensorProgram;
+using CustomLowering = std::function<void(TensorProgram& program, const std::vector<at::Tensor>& reads,
+                                          const std::vector<at::Tensor>& writes)>;
+void record_custom_op(int device, std::string structure, const std::vector<at::Tensor>& reads,
+                      const std::vector<at::Tensor>& writes, CustomLowering lower);
+// A new tpu tensor for a recorded op's result (its device memory booked only once it holds a value).
+at::Tensor new_output(int device, c10::IntArrayRef sizes, at::ScalarType dtype);
+
 // `v` with every tensor in it (a tensor, a tensor list, an optional-tensor list) replaced by fn(tensor).
 c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn);
 // The device index of the first tpu tensor among `args`, or -1.

@@ -11,7 +11,10 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
+#include "backend/lowered_op.h"
 #include "exec/graph.h"
 #include "exec/tensor_program.h"
 #include "lowering/attention.h"
@@ -78,26 +81,41 @@ tpu_sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   TORCH_CHECK(dropout_p == 0.0, "tpu's fused attention has no dropout; SDPA takes the math path when dropout_p > 0");
   TORCH_CHECK(q.dim() == k.dim() && q.dim() == v.dim() && q.dim() >= 2,
               "scaled_dot_product_attention: query, key and value must have the same rank (>= 2)");
-  at::Tensor out, lse;
-  with_program(q.device().index(), [&](TensorProgram& p) {
+  int device = q.device().index();
+  bool has_bias = bias.has_value() && bias->defined();
+  bool bool_bias = has_bias && bias->scalar_type() == at::kBool;
+  std::vector<int64_t> out_sizes = q.sizes().vec();
+  out_sizes.back() = v.size(-1);
+  std::vector<int64_t> lse_sizes = q.dim() == 3 ? std::vector<int64_t>{1, q.size(0), q.size(1)}
+                                                : std::vector<int64_t>{q.size(0), q.size(1), q.size(2)};
+  at::Tensor out = new_output(device, out_sizes, q.scalar_type());
+  at::Tensor lse = new_output(device, lse_sizes, at::kFloat);
+  AttentionShape shape = shape_of(q, is_causal, scale);
+  char key[96];
+  std::snprintf(key, sizeof(key), "sdpa_fwd:%d:%a", is_causal ? 1 : 0, shape.scale);
+  std::vector<at::Tensor> reads = {q, k, v};
+  if (has_bias) reads.push_back(*bias);
+  record_custom_op(device, key, reads, {out, lse},
+                   [has_bias, bool_bias, shape](TensorProgram& p, const std::vector<at::Tensor>& in,
+                                                const std::vector<at::Tensor>& outs) {
     HloBuilder& b = p.builder();
+    const at::Tensor& tq = in[0];
     std::optional<Value> bias_value;
-    if (bias.has_value() && bias->defined()) {
+    if (has_bias) {
       // A boolean mask (True = attend) becomes the additive 0 / -inf bias the math path uses.
-      Value m = p.read(*bias);
-      if (bias->scalar_type() == at::kBool) {
+      Value m = p.read(in[3]);
+      if (bool_bias) {
         m = b.select(m, b.constant(0, ElementType::kF32, m.type.dims),
                      b.constant(-std::numeric_limits<double>::infinity(), ElementType::kF32, m.type.dims));
       }
       bias_value = m;
     }
-    int64_t heads = q.dim() == 4 ? q.size(1) : 0;
-    AttentionForward f = attention_forward(b, p.read(q), repeat_heads(b, p.read(k), heads),
-                                           repeat_heads(b, p.read(v), heads), bias_value, shape_of(q, is_causal, scale));
-    out = p.output(f.out, q.scalar_type());
+    int64_t heads = tq.dim() == 4 ? tq.size(1) : 0;
+    AttentionForward f = attention_forward(b, p.read(tq), repeat_heads(b, p.read(in[1]), heads),
+                                           repeat_heads(b, p.read(in[2]), heads), bias_value, shape);
+    p.write(outs[0], f.out);
     // logsumexp is (B, H, Lq); 3-D inputs count as B = 1 (PyTorch's meta kernel for this op).
-    Value lse_value = q.dim() == 3 ? b.reshape(f.logsumexp, {1, q.size(0), q.size(1)}) : f.logsumexp;
-    lse = p.output(lse_value, at::kFloat);
+    p.write(outs[1], tq.dim() == 3 ? b.reshape(f.logsumexp, {1, tq.size(0), tq.size(1)}) : f.logsumexp);
   });
   return {out, lse, at::Tensor(), at::Tensor(), c10::SymInt(q.size(-2)), c10::SymInt(k.size(-2)), at::Tensor(),
           at::Tensor(), at::Tensor()};
@@ -108,25 +126,41 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tpu_sdpa_backward(
     const at::Tensor& bias, std::array<bool, 4> mask, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, int64_t max_q, int64_t max_k, double dropout_p,
     bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset, std::optional<double> scale) {
-  at::Tensor dq, dk, dv, dbias;
-  with_program(q.device().index(), [&](TensorProgram& p) {
+  int device = q.device().index();
+  bool has_bias = bias.defined();
+  bool want_dbias = mask[3] && has_bias && bias.scalar_type() != at::kBool;
+  at::Tensor dq = mask[0] ? new_output(device, q.sizes(), q.scalar_type()) : at::Tensor();
+  at::Tensor dk = mask[1] ? new_output(device, k.sizes(), k.scalar_type()) : at::Tensor();
+  at::Tensor dv = mask[2] ? new_output(device, v.sizes(), v.scalar_type()) : at::Tensor();
+  at::Tensor dbias = want_dbias ? new_output(device, bias.sizes(), bias.scalar_type()) : at::Tensor();
+  AttentionShape shape = shape_of(q, is_causal, scale);
+  char key[96];
+  std::snprintf(key, sizeof(key), "sdpa_bwd:%d:%a:%d%d%d%d", is_causal ? 1 : 0, shape.scale, mask[0] ? 1 : 0,
+                mask[1] ? 1 : 0, mask[2] ? 1 : 0, want_dbias ? 1 : 0);
+  std::vector<at::Tensor> reads = {grad_out, q, k, v, out, lse};
+  if (has_bias) reads.push_back(bias);
+  record_custom_op(device, key, reads, {dq, dk, dv, dbias},
+                   [has_bias, want_dbias, mask, shape](TensorProgram& p, const std::vector<at::Tensor>& in,
+                                                       const std::vector<at::Tensor>& outs) {
     HloBuilder& b = p.builder();
+    const at::Tensor &tq = in[1], &tk = in[2], &tv = in[3];
     std::optional<Value> bias_value;
-    if (bias.defined()) bias_value = p.read(bias);
-    bool want_dbias = mask[3] && bias.defined() && bias.scalar_type() != at::kBool;
-    int64_t heads = q.dim() == 4 ? q.size(1) : 0;
-    AttentionGrads g = attention_backward(b, p.read(grad_out), p.read(q), repeat_heads(b, p.read(k), heads),
-                                          repeat_heads(b, p.read(v), heads), bias_value, p.read(out),
-                                          q.dim() == 3 ? b.reshape(p.read(lse), {q.size(0), q.size(1)}) : p.read(lse),
-                                          shape_of(q, is_causal, scale), want_dbias);
+    if (has_bias) bias_value = p.read(in[6]);
+    int64_t heads = tq.dim() == 4 ? tq.size(1) : 0;
+    AttentionGrads g = attention_backward(b, p.read(in[0]), p.read(tq), repeat_heads(b, p.read(tk), heads),
+                                          repeat_heads(b, p.read(tv), heads), bias_value, p.read(in[4]),
+                                          tq.dim() == 3 ? b.reshape(p.read(in[5]), {tq.size(0), tq.size(1)})
+                                                        : p.read(in[5]),
+                                          shape, want_dbias);
     if (heads != 0) {
-      g.dk = sum_heads(b, g.dk, k.size(1));
-      g.dv = sum_heads(b, g.dv, v.size(1));
+      g.dk = sum_heads(b, g.dk, tk.size(1));
+      g.dv = sum_heads(b, g.dv, tv.size(1));
     }
-    dq = mask[0] ? p.output(g.dq, q.scalar_type()) : at::Tensor();
-    dk = mask[1] ? p.output(g.dk, k.scalar_type()) : at::Tensor();
-    dv = mask[2] ? p.output(g.dv, v.scalar_type()) : at::Tensor();
-    dbias = want_dbias ? p.output(*g.dbias, bias.scalar_type()) : at::Tensor();
+    size_t o = 0;
+    if (mask[0]) p.write(outs[o++], g.dq);
+    if (mask[1]) p.write(outs[o++], g.dk);
+    if (mask[2]) p.write(outs[o++], g.dv);
+    if (want_dbias) p.write(outs[o++], *g.dbias);
   });
   return {dq, dk, dv, dbias};
 }
