@@ -230,7 +230,11 @@ at::Tensor snapshot(const at::Tensor& t) {
     if (t.unsafeGetTensorImpl()->is_wrapped_number()) copy.unsafeGetTensorImpl()->set_wrapped_number(true);
     return copy;
   }
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
+  // Plain tpu keys (no autograd, Python or functionalization keys of the original): lowering only reads metadata.
+  c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
+  if (t.is_conj()) keys = keys.add(c10::DispatchKey::Conjugate);
+  if (t.is_neg()) keys = keys.add(c10::DispatchKey::Negative);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), keys, t.dtype());
   impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   return at::Tensor(std::move(impl));
 }

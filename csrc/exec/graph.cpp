@@ -9,6 +9,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "exec/state.h"
 #include "exec/sync.h"
@@ -145,6 +146,45 @@ void append_number_arg(std::string& key, const c10::IValue& v) {
   key += ';';
 }
 
+// An op's structure and the values of the numbers its lowering did not take at run time: two ops with equal node
+// keys lower to the same program text.
+void append_node_key(std::string& key, const RecordedOp& op, const OpFacts& f) {
+  key += op.structure;
+  key += '|';
+  for (int a : op.number_args) {
+    if (!f.pinned && f.runtime_args.count(a) > 0) {
+      key += "R;";
+    } else {
+      append_number_arg(key, op.args.at(static_cast<size_t>(a)));
+    }
+  }
+}
+
+// Node keys lowered before (bounded). An op is recorded without lowering only when its node key is here, so an
+// error its rule raises for particular values (a negative integer power) surfaces at the op, not at a later sync.
+class SeenNodes {
+ public:
+  bool contains(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return keys_.count(key) > 0;
+  }
+  void add(std::string key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (keys_.size() >= kLimit) keys_.clear();
+    keys_.insert(std::move(key));
+  }
+
+ private:
+  static constexpr size_t kLimit = 65536;
+  std::mutex mu_;
+  std::unordered_set<std::string> keys_;
+};
+
+SeenNodes& seen_nodes() {
+  static SeenNodes* s = new SeenNodes();
+  return *s;
+}
+
 // ---- A recorded graph ---------------------------------------------------------------------------------------------
 
 struct Slot {
@@ -164,15 +204,7 @@ struct Recording {
   bool empty() const { return ops.empty(); }
 
   void add(RecordedOp op, const OpFacts& f, bool mark_membership) {
-    key += op.structure;
-    key += '|';
-    for (int a : op.number_args) {
-      if (!f.pinned && f.runtime_args.count(a) > 0) {
-        key += "R;";
-      } else {
-        append_number_arg(key, op.args.at(static_cast<size_t>(a)));
-      }
-    }
+    append_node_key(key, op, f);
     for (size_t i = 0; i < op.tensors.size(); ++i) {
       const at::Tensor& t = op.tensors[i];
       DeviceData* data = &device_data(t.storage());
@@ -208,6 +240,17 @@ void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* fact
   op.lower(program, op, node, learnt);
   bool changed = facts_table().learn(op.structure, learnt);
   if (facts_changed != nullptr) *facts_changed = *facts_changed || changed;
+  std::string key;
+  append_node_key(key, op, learnt);
+  seen_nodes().add(std::move(key));
+}
+
+// Whether `op` can be recorded without lowering: its structure and its baked numbers were lowered before.
+bool known_op(const RecordedOp& op, OpFacts& facts) {
+  if (!facts_table().find(op.structure, facts)) return false;
+  std::string key;
+  append_node_key(key, op, facts);
+  return seen_nodes().contains(key);
 }
 
 void reset_membership(const Recording& rec) {
@@ -398,7 +441,7 @@ int64_t graph_node_limit() { return g_node_limit.load(); }
 void record_op(int device, RecordedOp op) {
   runtime_counters().graph_nodes++;
   OpFacts facts;
-  bool known = facts_table().find(op.structure, facts);
+  bool known = known_op(op, facts);
   if (eager_mode() != EagerMode::kFused) {
     if (!known) {  // a new structure: lowered now, so its errors surface here
       TensorProgram program(device);
