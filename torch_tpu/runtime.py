@@ -82,6 +82,7 @@ def _start() -> _Runtime:
         if cfg.visible_chips is not None:
             devices = [d for d in devices if d["index"] in cfg.visible_chips]
         cache = _C.CompileCache(client)
+        cache.capacity = cfg.program_cache
         if cfg.cache_dir:
             cache.set_directory(os.path.join(cfg.cache_dir, client.platform_name))
         if cfg.dump_dir:

@@ -2,7 +2,8 @@
 // - random ops draw from the tpu generator's CPU engine and copy the values to the device, so seeding
 //   (torch.manual_seed, torch.tpu.manual_seed, generators) reproduces them exactly and matches CPU draws
 //   (device-side rng_bit_generator is the later fast path);
-// - ops whose result shape depends on the data (nonzero, masked_select, unique) need the values on the host anyway.
+// - ops whose result shape depends on the data (nonzero, masked_select, unique) need the values on the host anyway;
+//   bincount reads only its result's length and counts on the device.
 // Each run is counted in metrics()["host_ops"].
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -66,6 +67,33 @@ std::tuple<at::Tensor, at::Tensor> tpu_native_dropout(const at::Tensor& input, d
   return {out_t, mask_t};
 }
 
+// bincount's result length is the largest input value + 1: one host read of the input's min and max (as on CUDA),
+// then the counting itself is a scatter-add on the device.
+at::Tensor tpu_bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"bincount\" not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
+  bool weighted = weights.has_value() && weights->defined();
+  if (weighted) {
+    TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+  }
+  at::ScalarType out_type =
+      !weighted ? at::kLong : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
+  int64_t length = minlength;
+  if (self.numel() > 0) {
+    at::Tensor extremes = at::stack({self.min(), self.max()}).to(at::kLong).cpu();
+    const int64_t* v = extremes.const_data_ptr<int64_t>();
+    TORCH_CHECK(v[0] >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    length = std::max(length, v[1] + 1);
+  }
+  at::Tensor out = at::zeros({length}, self.options().dtype(out_type));
+  if (self.numel() == 0) return out;
+  at::Tensor counts = weighted ? weights->to(out_type) : at::ones_like(self, self.options().dtype(out_type));
+  return out.index_add_(0, self, counts);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -79,6 +107,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_host_op>());
   }
   m.impl("native_dropout", TORCH_FN(tpu_native_dropout));
+  m.impl("bincount", TORCH_FN(tpu_bincount));
 }
 
 }  // namespace torch_tpu

@@ -60,6 +60,8 @@ void resize_storage_bytes(c10::Storage storage, size_t new_nbytes) {
   DeviceData& old = device_data(storage);
   int device = old.device();
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  // The open graph's ops hold this storage and find its contents through its DataPtr: they run before it changes.
+  if (old.membership() != DeviceData::kNone) flush_device(device);
   c10::DataPtr fresh = tpu_allocator().allocate(new_nbytes);
   std::shared_ptr<Buffer> old_buffer = old.buffer();
   int64_t old_nbytes = static_cast<int64_t>(storage.nbytes());

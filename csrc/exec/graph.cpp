@@ -74,7 +74,7 @@ class GraphCache {
   }
 
  private:
-  static constexpr size_t kLimit = 2048;
+  static constexpr size_t kLimit = 1024;  // each graph holds an executable (mapped code pages)
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const CachedGraph>> graphs_;
 };
@@ -254,11 +254,20 @@ bool known_op(const RecordedOp& op, OpFacts& facts) {
 }
 
 void reset_membership(const Recording& rec) {
-  for (const Slot& s : rec.slots) s.data->set_membership(DeviceData::kNone);
+  for (const Slot& s : rec.slots) {
+    if (s.data != nullptr) s.data->set_membership(DeviceData::kNone);
+  }
 }
 
 // Runs a recording: from the structural cache when its key is known, else lowered (and then remembered).
 void run_recording(int device, Recording& rec) {
+  for (const Slot& s : rec.slots) {
+    if (s.data == nullptr) {
+      reset_membership(rec);
+      fail(ErrorCode::kInternal, "fused graph",
+           "the device memory of a storage the open graph reads was replaced before the graph ran");
+    }
+  }
   std::string key = rec.key;
   std::vector<std::shared_ptr<Buffer>> buffers(rec.slots.size());
   std::vector<bool> alive(rec.slots.size());
@@ -424,7 +433,13 @@ void flush_device(int device) {
 void forget_in_graph(int device, const void* data) {
   OpenGraph& g = graph_of(device);
   std::lock_guard<std::recursive_mutex> lock(g.mu);
-  if (g.program) g.program->forget(data);
+  if (g.program) {
+    g.program->forget(data);
+    return;
+  }
+  // A storage's DataPtr replaced under the recording: its slot must not be touched again (see run_recording).
+  auto it = g.recording.slot_of.find(data);
+  if (it != g.recording.slot_of.end()) g.recording.slots[static_cast<size_t>(it->second)].data = nullptr;
 }
 
 void flush_all_devices() {

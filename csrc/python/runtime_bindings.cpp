@@ -156,6 +156,7 @@ void bind_runtime(py::module_& m) {
       .def("set_dump_directory", &CompileCache::set_dump_directory)
       .def_property_readonly("directory", &CompileCache::directory)
       .def("__len__", &CompileCache::size)
+      .def_property("capacity", &CompileCache::capacity, &CompileCache::set_capacity)
       .def("clear", &CompileCache::clear);
 
   m.def("compile_options_bytes", [](bool portable, py::object effort) {

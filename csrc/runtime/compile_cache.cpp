@@ -106,7 +106,8 @@ std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       runtime_counters().cache_hits++;
-      return it->second;
+      uses_.splice(uses_.begin(), uses_, it->second.use);
+      return it->second.executable;
     }
   }
   runtime_counters().cache_misses++;
@@ -137,8 +138,31 @@ std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir
   }
   executable->set_label(program_label(mlir));
   std::lock_guard<std::mutex> lock(mu_);
-  auto inserted = entries_.emplace(std::move(key), executable);
-  return inserted.first->second;
+  auto inserted = entries_.emplace(std::move(key), Entry{executable, {}});
+  if (!inserted.second) return inserted.first->second.executable;  // another thread compiled it meanwhile
+  uses_.push_front(&inserted.first->first);
+  inserted.first->second.use = uses_.begin();
+  while (capacity_ > 0 && entries_.size() > capacity_) {
+    entries_.erase(*uses_.back());
+    uses_.pop_back();
+    runtime_counters().cache_evictions++;
+  }
+  return executable;
+}
+
+void CompileCache::set_capacity(size_t entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capacity_ = entries;
+  while (capacity_ > 0 && entries_.size() > capacity_) {
+    entries_.erase(*uses_.back());
+    uses_.pop_back();
+    runtime_counters().cache_evictions++;
+  }
+}
+
+size_t CompileCache::capacity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
 }
 
 void CompileCache::set_dump_directory(const std::string& dir) {
@@ -161,6 +185,7 @@ size_t CompileCache::size() const {
 void CompileCache::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   entries_.clear();
+  uses_.clear();
 }
 
 std::string CompileCache::disk_path(const std::string& key) const {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,10 @@ class CompileCache {
 
   size_t size() const;
   void clear();
+  // The most executables kept in memory; the least recently used beyond it are dropped (each loaded executable
+  // maps code pages, and a process has a bounded number of mappings). 0 means no bound.
+  void set_capacity(size_t entries);
+  size_t capacity() const;
 
  private:
   std::shared_ptr<Executable> load_from_disk(const std::string& key) const;
@@ -53,7 +58,13 @@ class CompileCache {
   std::string directory_;
   std::string dump_directory_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Executable>> entries_;
+  struct Entry {
+    std::shared_ptr<Executable> executable;
+    std::list<const std::string*>::iterator use;  // position in uses_
+  };
+  std::unordered_map<std::string, Entry> entries_;
+  std::list<const std::string*> uses_;  // keys of entries_, most recently used first
+  size_t capacity_ = 1024;
 };
 
 }  // namespace torch_tpu

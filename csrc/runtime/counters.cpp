@@ -22,6 +22,7 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"cache_hits", cache_hits.load()},
       {"cache_misses", cache_misses.load()},
       {"disk_cache_hits", disk_cache_hits.load()},
+      {"cache_evictions", cache_evictions.load()},
       {"donations", donations.load()},
       {"graphs_run", graphs_run.load()},
       {"graph_cache_hits", graph_cache_hits.load()},

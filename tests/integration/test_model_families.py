@@ -348,12 +348,6 @@ class UNet(nn.Module):
         return self.out(u1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="CPU fallbacks: aten::native_group_norm_backward, aten::upsample_nearest2d(.out), "
-    "aten::upsample_nearest2d_backward(.grad_input) have no tpu lowering yet (nn ops area)",
-)
 def test_unet_groupnorm_upsample():
     torch.manual_seed(0)
     g = _gen(5)
@@ -445,9 +439,6 @@ class MoE(nn.Module):
         return self.head(out + x), aux
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="CPU fallback: aten::bincount has no tpu lowering yet (indexing area)"
-)
 def test_moe():
     torch.manual_seed(0)
     g = _gen(7)

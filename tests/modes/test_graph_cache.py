@@ -130,3 +130,23 @@ def test_dead_intermediates_of_a_cached_graph_are_not_outputs():
         for _ in range(8):
             ref = (ref * 1.01).tanh()
         torch.testing.assert_close(y.cpu(), ref)
+
+
+def test_storage_resized_under_a_pending_graph_keeps_its_reads():
+    """FSDP2 frees and re-allocates parameter storages with untyped_storage().resize_(): ops recorded before that
+    must still read the old contents (the resize runs the graph first), and the regrown storage starts afresh."""
+    x = torch.randn(8, 16)
+    with torch_tpu.eager_mode("fused"):
+        xd = x.to("tpu")
+        for _ in range(2):  # the second round is recorded without lowering
+            y = xd * 2 + 1
+            z = xd.t() * 3
+            storage = xd.untyped_storage()
+            nbytes = storage.nbytes()
+            storage.resize_(0)
+            torch.testing.assert_close(y.cpu(), x * 2 + 1)
+            torch.testing.assert_close(z.cpu(), x.t() * 3)
+            storage.resize_(nbytes)
+            xd.copy_(x.to("tpu") + 1)
+            torch.testing.assert_close(xd.cpu(), x + 1)
+            xd.copy_(x.to("tpu"))

@@ -312,6 +312,32 @@ def test_topk():
     check(lambda t: torch.topk(t, 2, dim=0, largest=False), x)
 
 
+def test_bincount():
+    ints = torch.randint(0, 9, (40,), generator=g)
+    check(lambda t: torch.bincount(t), ints)
+    check(lambda t: torch.bincount(t, minlength=20), ints)
+    check(lambda t: torch.bincount(t.int(), minlength=3), ints)
+    check(lambda t, w: torch.bincount(t, w), ints, r(40), grad=False)
+    check(lambda t, w: torch.bincount(t, w.double()), ints, r(40), grad=False)
+    check(lambda t: torch.bincount(t, minlength=4), torch.zeros(0, dtype=torch.long), grad=False)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda: torch.bincount(idx(1, -2, 3)),
+        lambda: torch.bincount(torch.zeros(2, 2, dtype=torch.long)),
+        lambda: torch.bincount(idx(1, 2), torch.ones(3)),
+        lambda: torch.bincount(idx(1, 2), minlength=-1),
+    ],
+)
+def test_bincount_bad_input_raises_like_cpu(fn):
+    with pytest.raises(RuntimeError):
+        fn()
+    with torch.device("tpu"), pytest.raises(RuntimeError):
+        fn()
+
+
 # ---- out-of-range indices raise as on the CPU ----
 
 

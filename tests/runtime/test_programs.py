@@ -103,6 +103,39 @@ def test_cache_hit_on_same_text(rt):
     assert after["cache_hits"] - before["cache_hits"] == 1
 
 
+def test_cache_keeps_the_most_recently_used_programs(rt):
+    """Each loaded executable maps code pages and a process has a bounded number of mappings, so the in-memory cache
+    drops its least recently used programs beyond its capacity (a long run with many shapes would otherwise make
+    XLA's JIT fail with 'Cannot allocate memory')."""
+    cache = _C.CompileCache(rt.client)
+    assert cache.capacity == 1024
+    cache.capacity = 3
+
+    def text(n: int) -> str:
+        b = _C.HloBuilder()
+        x = b.arg("f32", [n])
+        return b.build([b.binary("stablehlo.add", x, x)])
+
+    before = _C.runtime_counters()
+    live0 = before["live_executables"]
+    for n in range(1, 9):
+        exe = cache.get_or_compile(text(n))
+        buf = rt.client.buffer_from_host(np.ones(n, np.float32), "f32")
+        (out,) = rt.client.execute(exe, [buf])
+        np.testing.assert_array_equal(np.frombuffer(out.to_bytes(), np.float32), np.full(n, 2, np.float32))
+        del exe, buf, out
+    assert len(cache) == 3
+    after = _C.runtime_counters()
+    assert after["cache_evictions"] - before["cache_evictions"] == 5
+    assert after["live_executables"] - live0 == 3
+    cache.get_or_compile(text(8))  # most recent: still there
+    cache.get_or_compile(text(6))
+    assert _C.runtime_counters()["cache_hits"] - after["cache_hits"] == 2
+    cache.get_or_compile(text(1))  # dropped long ago: compiled again, and 7 (least recently used) goes
+    assert _C.runtime_counters()["cache_misses"] - after["cache_misses"] == 1
+    assert _C.runtime_counters()["cache_evictions"] - after["cache_evictions"] == 1
+
+
 def test_malformed_program(rt):
     with pytest.raises(_C.TpuError) as info:
         rt.cache.get_or_compile("module { func.func @main( garbage")
