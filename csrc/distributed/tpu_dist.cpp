@@ -367,8 +367,8 @@ void TpuDistBackend::settle(const std::vector<at::Tensor>& tensors) {
   for (const auto& w : earlier) w->complete();
 }
 
-void TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tensors, bool shapes) {
-  if (!check_agreement_ || size_ == 1) return;
+Agreement TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tensors, bool shapes) {
+  if (!check_agreement_ || size_ == 1) return {};
   // Signature: op, tensor count, dtype of the first tensor, total elements and a hash of every shape.
   int64_t numel = 0;
   uint64_t hash = 1469598103934665603ull;
@@ -385,19 +385,26 @@ void TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tensors, 
   std::vector<at::Tensor> input{at::tensor(mine, at::kLong)};
   std::vector<std::vector<at::Tensor>> gathered(1);
   for (int r = 0; r < size_; ++r) gathered[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, at::kLong));
-  host_->allgather(gathered, input)->wait();
+  auto work = host_->allgather(gathered, input);
+  return Agreement(type, shapes, std::move(work), input[0], std::move(gathered));
+}
+
+void Agreement::verify() {
+  if (!work_) return;
+  auto work = std::move(work_);
+  work->wait();
   bool same = true;
-  for (const auto& other : gathered[0]) same = same && at::equal(other, input[0]);
+  for (const auto& other : gathered_[0]) same = same && at::equal(other, mine_);
   if (same) return;
   std::ostringstream msg;
-  msg << "tpu_dist: ranks disagree on " << c10d::opTypeToString(type)
+  msg << "tpu_dist: ranks disagree on " << c10d::opTypeToString(type_)
       << " (mismatched collectives, or tensor shapes/dtypes that differ across ranks):";
-  for (int r = 0; r < size_; ++r) {
-    auto v = gathered[0][r].data_ptr<int64_t>();
+  for (size_t r = 0; r < gathered_[0].size(); ++r) {
+    auto v = gathered_[0][r].data_ptr<int64_t>();
     msg << "\n  rank " << r << ": " << c10d::opTypeToString(static_cast<OpType>(v[0])) << ", " << v[1]
         << " tensor(s)";
     if (v[2] >= 0) msg << ", dtype " << c10::toString(static_cast<at::ScalarType>(v[2]));
-    if (shapes) msg << ", " << v[3] << " elements";
+    if (shapes_) msg << ", " << v[3] << " elements";
   }
   TORCH_CHECK(false, msg.str());
 }
@@ -442,22 +449,24 @@ void HostPool::release(const at::Tensor& t) {
 
 // ---------------------------------------------------------------------------------------------------------------
 WorkPtr TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  agree(OpType::BROADCAST, tensors);
+  auto agreement = agree(OpType::BROADCAST, tensors);
   settle(tensors);
   const bool root = rank_ == opts.rootRank;
   auto st = std::make_shared<Stage>(pool_);
   auto host = root ? st->in(tensors) : st->out(tensors);
+  agreement.verify();
   auto work = host_->broadcast(host, opts);
   if (!root) st->back(tensors, host);
   return launch(OpType::BROADCAST, work, tensors, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  agree(OpType::ALLREDUCE, tensors);
+  auto agreement = agree(OpType::ALLREDUCE, tensors);
   settle(tensors);
   auto st = std::make_shared<Stage>(pool_);
   auto host = st->in(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
+  agreement.verify();
   auto work = host_->allreduce(host, with_op(opts, plan));
   st->back(tensors, host);
   return launch(OpType::ALLREDUCE, work, tensors, finish_reduction(st, host, plan, size_));
@@ -465,23 +474,25 @@ WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::
 
 WorkPtr TpuDistBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                             const c10d::AllreduceCoalescedOptions& opts) {
-  agree(OpType::ALLREDUCE_COALESCED, tensors);
+  auto agreement = agree(OpType::ALLREDUCE_COALESCED, tensors);
   settle(tensors);
   auto st = std::make_shared<Stage>(pool_);
   auto host = st->in(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
+  agreement.verify();
   auto work = host_->allreduce_coalesced(host, with_op(opts, plan));
   st->back(tensors, host);
   return launch(OpType::ALLREDUCE_COALESCED, work, tensors, finish_reduction(st, host, plan, size_));
 }
 
 WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  agree(OpType::REDUCE, tensors);
+  auto agreement = agree(OpType::REDUCE, tensors);
   settle(tensors);
   const bool root = rank_ == opts.rootRank;
   auto st = std::make_shared<Stage>(pool_);
   auto host = st->in(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
+  agreement.verify();
   auto work = host_->reduce(host, with_op(opts, plan));
   if (root) st->back(tensors, host);  // other ranks' tensors stay as they were
   // Only the root's results are copied back, so only they are divided for AVG.
@@ -491,23 +502,25 @@ WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::Red
 
 WorkPtr TpuDistBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                   const c10d::AllgatherOptions& opts) {
-  agree(OpType::ALLGATHER, inputs);
+  auto agreement = agree(OpType::ALLGATHER, inputs);
   auto out_flat = flatten(outputs);
   settle(concat(inputs, out_flat));
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
+  agreement.verify();
   auto work = host_->allgather(host_out, host_in, opts);
   st->back(outputs, host_out);
   return launch(OpType::ALLGATHER, work, out_flat, [st] { st->finish(); });
 }
 
 WorkPtr TpuDistBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  agree(OpType::_ALLGATHER_BASE, {input, output});
+  auto agreement = agree(OpType::_ALLGATHER_BASE, {input, output});
   settle({input, output});
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(input);
   auto host_out = st->out(output);
+  agreement.verify();
   auto work = host_->_allgather_base(host_out, host_in, opts);
   st->back(output, host_out);
   return launch(OpType::_ALLGATHER_BASE, work, {output}, [st] { st->finish(); });
@@ -515,12 +528,13 @@ WorkPtr TpuDistBackend::_allgather_base(at::Tensor& output, at::Tensor& input, c
 
 WorkPtr TpuDistBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                             std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  agree(OpType::ALLGATHER_COALESCED, inputs);
+  auto agreement = agree(OpType::ALLGATHER_COALESCED, inputs);
   auto out_flat = flatten(outputs);
   settle(concat(inputs, out_flat));
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
+  agreement.verify();
   auto work = host_->allgather_coalesced(host_out, host_in, opts);
   st->back(outputs, host_out);
   return launch(OpType::ALLGATHER_COALESCED, work, out_flat, [st] { st->finish(); });
@@ -529,11 +543,12 @@ WorkPtr TpuDistBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>
 WorkPtr TpuDistBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::AllgatherOptions& opts) {
-  agree(OpType::COALESCED, concat(inputs, outputs));
+  auto agreement = agree(OpType::COALESCED, concat(inputs, outputs));
   settle(concat(inputs, outputs));
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
+  agreement.verify();
   auto work = host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
   st->back(outputs, host_out);
   return launch(OpType::COALESCED, work, outputs, [st] { st->finish(); });
@@ -541,12 +556,13 @@ WorkPtr TpuDistBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>&
 
 WorkPtr TpuDistBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                const c10d::GatherOptions& opts) {
-  agree(OpType::GATHER, inputs);
+  auto agreement = agree(OpType::GATHER, inputs);
   auto out_flat = flatten(outputs);
   settle(concat(inputs, out_flat));
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
+  agreement.verify();
   auto work = host_->gather(host_out, host_in, opts);
   st->back(outputs, host_out);
   return launch(OpType::GATHER, work, out_flat, [st] { st->finish(); });
@@ -554,11 +570,12 @@ WorkPtr TpuDistBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, st
 
 WorkPtr TpuDistBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                 const c10d::ScatterOptions& opts) {
-  agree(OpType::SCATTER, outputs);
+  auto agreement = agree(OpType::SCATTER, outputs);
   settle(concat(outputs, flatten(inputs)));
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
+  agreement.verify();
   auto work = host_->scatter(host_out, host_in, opts);
   st->back(outputs, host_out);
   return launch(OpType::SCATTER, work, outputs, [st] { st->finish(); });
@@ -566,13 +583,14 @@ WorkPtr TpuDistBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<st
 
 WorkPtr TpuDistBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                        const c10d::ReduceScatterOptions& opts) {
-  agree(OpType::REDUCE_SCATTER, concat(outputs, flatten(inputs)));
+  auto agreement = agree(OpType::REDUCE_SCATTER, concat(outputs, flatten(inputs)));
   settle(concat(outputs, flatten(inputs)));
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(inputs);
   ReducePlan plan{opts.reduceOp};
   for (auto& list : host_in) plan = plan_reduce(opts.reduceOp, list);
   auto host_out = st->out(outputs);
+  agreement.verify();
   auto work = host_->reduce_scatter(host_out, host_in, with_op(opts, plan));
   st->back(outputs, host_out);
   return launch(OpType::REDUCE_SCATTER, work, outputs, finish_reduction(st, host_out, plan, size_));
@@ -580,12 +598,13 @@ WorkPtr TpuDistBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::ve
 
 WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                              const c10d::ReduceScatterOptions& opts) {
-  agree(OpType::_REDUCE_SCATTER_BASE, {input, output});
+  auto agreement = agree(OpType::_REDUCE_SCATTER_BASE, {input, output});
   settle({input, output});
   auto st = std::make_shared<Stage>(pool_);
   std::vector<at::Tensor> host_in{st->in(input)};
   auto plan = plan_reduce(opts.reduceOp, host_in);
   auto host_out = st->out(output);
+  agreement.verify();
   auto work = host_->_reduce_scatter_base(host_out, host_in[0], with_op(opts, plan));
   st->back(output, host_out);
   return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, finish_reduction(st, {host_out}, plan, size_));
@@ -594,12 +613,13 @@ WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& inp
 WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::ReduceScatterOptions& opts) {
-  agree(OpType::COALESCED, concat(inputs, outputs));
+  auto agreement = agree(OpType::COALESCED, concat(inputs, outputs));
   settle(concat(inputs, outputs));
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(inputs);
   auto plan = plan_reduce(opts.reduceOp, host_in);
   auto host_out = st->out(outputs);
+  agreement.verify();
   auto work = host_->reduce_scatter_tensor_coalesced(host_out, host_in, with_op(opts, plan));
   st->back(outputs, host_out);
   return launch(OpType::COALESCED, work, outputs, finish_reduction(st, host_out, plan, size_));
@@ -607,11 +627,13 @@ WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>&
 
 WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                                       std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
-  agree(OpType::ALLTOALL_BASE, {input, output}, output_split_sizes.empty() && input_split_sizes.empty());
+  const bool even = output_split_sizes.empty() && input_split_sizes.empty();
+  auto agreement = agree(OpType::ALLTOALL_BASE, {input, output}, even);
   settle({input, output});
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(input);
   auto host_out = st->out(output);
+  agreement.verify();
   auto work = host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts);
   st->back(output, host_out);
   return launch(OpType::ALLTOALL_BASE, work, {output}, [st] { st->finish(); });
@@ -619,11 +641,12 @@ WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std
 
 WorkPtr TpuDistBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                  const c10d::AllToAllOptions& opts) {
-  agree(OpType::ALLTOALL, inputs, false);
+  auto agreement = agree(OpType::ALLTOALL, inputs, false);
   settle(concat(inputs, outputs));
   auto st = std::make_shared<Stage>(pool_);
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
+  agreement.verify();
   auto work = host_->alltoall(host_out, host_in, opts);
   st->back(outputs, host_out);
   return launch(OpType::ALLTOALL, work, outputs, [st] { st->finish(); });
@@ -657,7 +680,7 @@ WorkPtr TpuDistBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag)
 }
 
 WorkPtr TpuDistBackend::barrier(const c10d::BarrierOptions& opts) {
-  agree(OpType::BARRIER, {});
+  agree(OpType::BARRIER, {}).verify();
   auto host_opts = opts;
   host_opts.device = std::nullopt;  // the host backend's barrier runs on host memory
   host_opts.device_ids.clear();

@@ -75,6 +75,24 @@ class HostPool {
   bool cpu_zero_copy_;
 };
 
+// The signature exchange of one collective (see check_agreement below). It is started before the operands are staged,
+// so its round trip overlaps the device->host copies; verify() waits for it and raises on every rank when they differ.
+class Agreement {
+ public:
+  Agreement() = default;  // nothing to check
+  Agreement(c10d::OpType type, bool shapes, c10::intrusive_ptr<c10d::Work> work, at::Tensor mine,
+            std::vector<std::vector<at::Tensor>> gathered)
+      : type_(type), shapes_(shapes), work_(std::move(work)), mine_(std::move(mine)), gathered_(std::move(gathered)) {}
+  void verify();
+
+ private:
+  c10d::OpType type_ = c10d::OpType::UNKNOWN;
+  bool shapes_ = true;
+  c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor mine_;
+  std::vector<std::vector<at::Tensor>> gathered_;
+};
+
 class TpuDistBackend : public c10d::Backend {
  public:
   // check_agreement: before each collective, the ranks exchange a small signature of it (op, dtype, element counts,
@@ -139,9 +157,9 @@ class TpuDistBackend : public c10d::Backend {
   // Completes every pending work that writes into one of `tensors` , then forgets
   // the completed ones. Keeps a later collective from reading a tensor an earlier async one has not written back yet.
   void settle(const std::vector<at::Tensor>& tensors);
-  // Raises on every rank when the ranks called different collectives or passed tensors that must agree but do not
-  // (`shapes` false: only the op, tensor count and dtype must agree, e.g. all_to_all with uneven splits).
-  void agree(c10d::OpType type, const std::vector<at::Tensor>& tensors, bool shapes = true);
+  // Starts the check that the ranks called the same collective with tensors that agree (`shapes` false: only the op,
+  // tensor count and dtype must agree, e.g. all_to_all with uneven splits); call verify() before the host collective.
+  [[nodiscard]] Agreement agree(c10d::OpType type, const std::vector<at::Tensor>& tensors, bool shapes = true);
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, c10::intrusive_ptr<c10d::Work> host_work,
                                         std::vector<at::Tensor> outputs, std::function<void()> finish);
 
