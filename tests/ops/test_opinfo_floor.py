@@ -18,7 +18,15 @@ from typing import Any
 import pytest
 import torch
 
-from torch_tpu.tools.opinfo_check import Mismatch, compare
+from torch_tpu.tools.opinfo_check import (
+    Mismatch,
+    agrees_with_float64,
+    compare,
+    same_tie_sums,
+    same_up_to_ties,
+    to_float64,
+    to_tpu,
+)
 from torch_tpu.tools.opinfo_report import blockers, markdown, totals
 
 pytest.importorskip("expecttest")
@@ -66,6 +74,40 @@ def test_compare_flags_wrong_values() -> None:
         compare(expected, expected, "out")
 
 
+def test_float64_reference_accepts_only_answers_closer_to_exact() -> None:
+    exact = torch.tensor([1.0 / 3.0, 2.0 / 3.0], dtype=torch.float64)
+    cpu = torch.tensor([0.3320, 0.6680], dtype=torch.bfloat16)  # two bf16 ulps off, as a bf16-step kernel might be
+    tpu = exact.to(torch.bfloat16).to("tpu")
+    assert agrees_with_float64([tpu], [cpu], [exact])
+    assert not agrees_with_float64([(tpu.float() + 0.05).bfloat16()], [cpu], [exact])  # wrong is still wrong
+    idx = torch.tensor([0, 1])
+    assert not agrees_with_float64([tpu, idx.flip(0).to("tpu")], [cpu, idx], [exact, idx])  # indices must equal CPU
+    big = torch.tensor([1e6], dtype=torch.float64)  # past float16's range: the rounded answer is inf
+    assert agrees_with_float64([torch.tensor([float("inf")], dtype=torch.float16)], [big.half().nan_to_num()], [big])
+
+
+def test_tie_order_checks_still_catch_wrong_indices() -> None:
+    x = torch.tensor([3.0, 1.0, 1.0, 2.0])
+    values, cpu_idx = torch.tensor([1.0, 1.0, 2.0, 3.0]), torch.tensor([1, 2, 3, 0])
+    assert same_up_to_ties(x, (values, torch.tensor([2, 1, 3, 0])), (values, cpu_idx))  # other order among ties
+    assert not same_up_to_ties(x, (values, torch.tensor([1, 1, 3, 0])), (values, cpu_idx))  # not a permutation
+    assert not same_up_to_ties(x, (values, torch.tensor([1, 2, 0, 3])), (values, cpu_idx))  # picks other values
+    assert not same_up_to_ties(x, (values.flip(0), cpu_idx), (values, cpu_idx))  # values must equal CPU's
+    cpu_grad, moved = torch.tensor([0.0, 0.5, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.5, 0.0])
+    assert same_tie_sums(x, moved, cpu_grad)  # the gradient went to the other 1.0
+    assert not same_tie_sums(x, torch.tensor([0.0, 0.0, 0.0, 0.5]), cpu_grad)  # ... not to the 2.0
+
+
+def test_samples_keep_their_storage_layout() -> None:
+    base = torch.arange(10.0)
+    view = base[2:8:2]
+    moved, wide = to_tpu(view), to_float64(view)
+    for t in (moved, wide):
+        assert (t.stride(), t.storage_offset(), t.untyped_storage().nbytes() // t.element_size()) == ((2,), 2, 10)
+    assert torch.equal(moved.as_strided((2,), (1,), 0).cpu(), base[:2])  # elements outside the view came along
+    assert wide.dtype == torch.float64 and torch.equal(wide, view.double())
+
+
 def test_report_counts_and_ranks_blockers() -> None:
     def rec(status: str, *ops: str) -> dict[str, Any]:
         return {"status": status, "reason": "why" if status != "pass" else "", "fallback_ops": dict.fromkeys(ops, 1)}
@@ -74,15 +116,20 @@ def test_report_counts_and_ranks_blockers() -> None:
         "a": {"float32": {"forward": rec("fallback", "aten::x", "aten::y"), "backward": rec("pass")}},
         "b": {"float32": {"forward": rec("fallback", "aten::y"), "backward": rec("mismatch")}},
         "c": {"float32": {"forward": rec("crash")}, "bfloat16": {"forward": rec("skipped")}},
+        "d": {"bfloat16": {"backward": {**rec("pass"), "cpu_differs": "1 sample(s) differ"}}},
+        "e": {"bfloat16": {"backward": rec("xfail")}},
     }
     tot = totals(results)
     assert tot["float32"]["forward"]["fallback"] == 2 and tot["float32"]["forward"]["crash"] == 1
     assert tot["float32"]["backward"]["pass"] == 1 and tot["float32"]["backward"]["mismatch"] == 1
     assert tot["bfloat16"]["forward"]["skipped"] == 1
+    assert tot["bfloat16"]["backward"]["pass"] == 1 and tot["bfloat16"]["backward"]["float64"] == 1
+    assert tot["bfloat16"]["backward"]["xfail"] == 1 and tot["bfloat16"]["backward"]["mismatch"] == 0
     assert [(op, names) for op, names, _ in blockers(results)] == [("aten::y", ["a", "b"]), ("aten::x", ["a"])]
     meta = {"torch": "t", "samples": 6, "command": "c", "entries": 3, "jobs": 2, "wall_s": 60.0, "machine": "m"}
     text = markdown({"meta": {**meta, "date": "d"}, "totals": tot, "results": results})
     assert "| b | float32 | backward | mismatch | why |" in text and "| c | float32 | forward | crash | why |" in text
+    assert "| d | bfloat16 | backward | 1 sample(s) differ |" in text and "| e | bfloat16 | backward | why |" in text
 
 
 def test_select_and_plan() -> None:

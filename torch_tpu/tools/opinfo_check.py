@@ -5,6 +5,14 @@ tolerances for its dtype (equal_nan). Backward: the float outputs (after the sam
 back-propagated with fixed random output gradients and the gradients of every input that requires grad must match.
 An op counts as falling back when torch_tpu's CPU fallback counter moved during the tpu run (for backward: during
 the backward pass only).
+
+When floating results differ from CPU's, the sample is run once more on the CPU in float64 (same values, same output
+gradients): if every tpu element is at least as close to that float64 answer as CPU's element is (give or take the
+default tolerances of the dtype), the sample passes and the record says so (`cpu_differs`). That is the case where torch_tpu rounds once where CPU
+rounds at every step (bf16/f16), or sums in another order; CPU's answer need not be closer. Index and integer outputs
+must still equal CPU's exactly, except for entries that do not promise which of several equal elements they pick
+(sort without stable=True, topk): there the picked elements must be equal, and gradients summed per group of equal
+inputs must match.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 import torch_tpu
-from torch_tpu.tools.opinfo_entries import DTYPES, backward_supported, skip_reason, upstream_note
+from torch_tpu.tools.opinfo_entries import DTYPES, backward_supported, full_name, skip_reason, upstream_note
 
 SAMPLE_SEED = 0
 RUN_SEED = 1234
@@ -32,11 +40,25 @@ class Mismatch(Exception):
         self.max_abs_diff = max_abs_diff
 
 
+def _is_partial_view(x: torch.Tensor) -> bool:
+    if x.layout != torch.strided or x.is_conj() or x.is_neg():
+        return False
+    return x.storage_offset() != 0 or x.untyped_storage().nbytes() != x.numel() * x.element_size()
+
+
+def _partial_view_to_tpu(x: torch.Tensor) -> torch.Tensor:
+    """A view into a part of its storage keeps its sizes, strides and offset over a tpu copy of the whole storage
+    (`.to` would compact it, and ops like as_strided that look past the view would see other elements)."""
+    n = x.untyped_storage().nbytes() // x.element_size()
+    whole = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
+    return whole.to("tpu").as_strided(x.size(), x.stride(), x.storage_offset()).detach()
+
+
 def to_tpu(x: Any) -> Any:
     """A tpu copy of a sample argument: tensors (keeping requires_grad, as leaves), lists, tuples, dicts; a CPU
     device argument becomes tpu (factory functions)."""
     if isinstance(x, torch.Tensor):
-        y = x.detach().to("tpu")
+        y = _partial_view_to_tpu(x) if _is_partial_view(x) else x.detach().to("tpu")
         return y.requires_grad_(x.requires_grad) if y.is_floating_point() or y.is_complex() else y
     if isinstance(x, torch.device) and x.type == "cpu":
         return torch.device("tpu")
@@ -69,7 +91,79 @@ def _max_abs_diff(actual: torch.Tensor, expected: torch.Tensor) -> float | None:
     return float(diff.max())
 
 
-def compare(actual: Any, expected: Any, what: str) -> None:
+# Result dtypes where torch_tpu follows PyTorch's accelerator behaviour rather than its CPU one (entry -> why).
+DEVICE_DTYPES = {
+    "native_layer_norm": "mean/rstd stay float32 for reduced-precision input, as on CUDA (PyTorch's reference "
+    "converts them to the input dtype on cpu and mtia only)",
+}
+
+
+# Entries that do not promise which of several equal elements they pick (sort without stable=True, topk): index
+# results may differ from CPU's among ties; gradients then land on another element of the same tie.
+TIE_ORDER = {"sort", "argsort", "msort", "topk"}
+
+
+def _picks_same(x: torch.Tensor, a: torch.Tensor, e: torch.Tensor) -> bool:
+    """Along some dim d, index results a and e pick equal elements of x, and where they span the whole dim both are
+    permutations of it."""
+    if x.dim() == 0:
+        return torch.equal(a, e)
+    for d in range(x.dim()):
+        try:
+            ga, ge = x.gather(d, a), x.gather(d, e)
+        except RuntimeError:
+            continue
+        if not torch.equal(ga.nan_to_num(), ge.nan_to_num()):
+            continue
+        if a.shape[d] == x.shape[d] and not torch.equal(a.sort(d).values, e.sort(d).values):
+            continue
+        return True
+    return False
+
+
+def _tie_order_free(op: Any, sample: Any) -> bool:
+    return op.name in TIE_ORDER and not sample.kwargs.get("stable", False) and isinstance(sample.input, torch.Tensor)
+
+
+def same_up_to_ties(x: torch.Tensor, actual: Any, expected: Any) -> bool:
+    """Forward results of a TIE_ORDER entry: values equal CPU's, and each index result picks elements equal to the
+    ones CPU's indices pick."""
+    act, exp = tree_flatten(actual)[0], tree_flatten(expected)[0]
+    if len(act) != len(exp):
+        return False
+    for a, e in zip(act, exp, strict=True):
+        if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor) or a.shape != e.shape:
+            return False
+        a = a.detach().cpu()
+        if a.dtype != e.dtype:
+            return False
+        if e.dtype != torch.int64:
+            if not torch.equal(a.nan_to_num(), e.nan_to_num()):
+                return False
+        elif not _picks_same(x.detach(), a, e):
+            return False
+    return True
+
+
+def same_tie_sums(x: torch.Tensor, actual: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Input gradients of a TIE_ORDER entry: the gradient summed over each group of equal input values matches."""
+    if actual.shape != x.shape or expected.shape != x.shape:
+        return False
+    _, group = torch.unique(x.detach().float().nan_to_num(nan=math.inf), return_inverse=True)
+    n = int(group.max()) + 1 if group.numel() else 0
+
+    def sums(g: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(n, dtype=torch.float64).index_add_(0, group.flatten(), g.detach().cpu().double().flatten())
+
+    try:
+        rtol, atol = _TOLERANCES.get(expected.dtype, (1e-7, 1e-7))
+        torch.testing.assert_close(sums(actual), sums(expected), rtol=rtol, atol=atol * max(1, x.numel()) ** 0.5)
+    except AssertionError:
+        return False
+    return True
+
+
+def compare(actual: Any, expected: Any, what: str, device_dtypes: bool = False) -> None:
     """Raises Mismatch when a tpu result (tree of tensors and values) differs from the CPU one."""
     act, act_spec = tree_flatten(actual)
     exp, exp_spec = tree_flatten(expected)
@@ -82,13 +176,13 @@ def compare(actual: Any, expected: Any, what: str) -> None:
                 raise Mismatch(f"{where}: {type(a).__name__}, CPU returns a tensor")
             if a.device.type != "tpu":
                 raise Mismatch(f"{where}: result on {a.device}, expected tpu")
-            if a.dtype != e.dtype:
+            if a.dtype != e.dtype and not (device_dtypes and a.dtype == torch.float32 and e.is_floating_point()):
                 raise Mismatch(f"{where}: dtype {a.dtype}, CPU {e.dtype}")
             if a.shape != e.shape:
                 raise Mismatch(f"{where}: shape {tuple(a.shape)}, CPU {tuple(e.shape)}")
             if e.layout != torch.strided:
                 continue
-            a_cpu, e_cpu = a.detach().cpu(), e.detach()
+            a_cpu, e_cpu = a.detach().cpu().to(e.dtype), e.detach()
             try:
                 torch.testing.assert_close(a_cpu, e_cpu, equal_nan=True)
             except AssertionError as err:
@@ -103,6 +197,83 @@ def compare(actual: Any, expected: Any, what: str) -> None:
             raise Mismatch(f"{where}: {type(a).__name__}, CPU {type(e).__name__}")
     if len(exp) > 1 and act_spec != exp_spec and str(act_spec) != str(exp_spec):
         raise Mismatch(f"{what}: result structure differs from CPU")
+
+
+# torch.testing.assert_close's default (rtol, atol) per dtype.
+_TOLERANCES = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+}
+
+
+_WIDER = {
+    torch.float16: torch.float64,
+    torch.bfloat16: torch.float64,
+    torch.float32: torch.float64,
+    torch.complex64: torch.complex128,
+}
+
+
+def _widened(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """x in `dtype` with the same sizes, strides and storage offset over a widened copy of its whole storage (view
+    ops that look past the view, like as_strided, see the same elements)."""
+    n = x.untyped_storage().nbytes() // x.element_size()
+    whole = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
+    y = whole.to(dtype).as_strided(x.size(), x.stride(), x.storage_offset())
+    return y.detach().requires_grad_(x.requires_grad)
+
+
+def to_float64(x: Any) -> Any:
+    """A copy of a sample argument with every float16/bfloat16/float32 (complex64) tensor in float64 (complex128)."""
+    if isinstance(x, torch.Tensor):
+        return _widened(x, _WIDER[x.dtype]) if x.dtype in _WIDER and x.layout == torch.strided else x
+    if isinstance(x, list):
+        return [to_float64(v) for v in x]
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return type(x)(to_float64(v) for v in x) if type(x) in (tuple, torch.Size) else tuple(map(to_float64, x))
+    if isinstance(x, dict):
+        return {k: to_float64(v) for k, v in x.items()}
+    return x
+
+
+def _abs_error(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """|x - ref| elementwise in float64; 0 where both are equal (infinities, NaN and NaN), inf where only one is NaN."""
+    if x.is_complex() or ref.is_complex():
+        x, ref = torch.view_as_real(x.to(torch.complex128)), torch.view_as_real(ref.to(torch.complex128))
+    x, ref = x.to(torch.float64), ref.to(torch.float64)
+    same = (x == ref) | (x.isnan() & ref.isnan())
+    err = torch.where(same, torch.zeros_like(x), (x - ref).abs())
+    return torch.where(err.isnan(), torch.full_like(err, math.inf), err)
+
+
+def agrees_with_float64(actual: list[Any], expected: list[Any], reference: list[Any]) -> bool:
+    """True when every floating tpu result is at least as close to the float64 reference (rounded to the result's
+    dtype) as CPU's result is, give or take the dtype's default tolerances, element by element; every other result
+    must equal CPU's."""
+    if not (len(actual) == len(expected) == len(reference)):
+        return False
+    for a, e, r in zip(actual, expected, reference, strict=True):
+        if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor):
+            if a != e:
+                return False
+            continue
+        if e.dtype not in _TOLERANCES or not isinstance(r, torch.Tensor) or r.shape != a.shape or a.shape != e.shape:
+            try:
+                compare(a, e, "result")
+            except Mismatch:
+                return False
+            continue
+        rtol, atol = _TOLERANCES[e.dtype]
+        rounded = r.detach().to(e.dtype)  # the float64 answer rounded to the result's dtype (inf past its range)
+        tpu_err = _abs_error(a.detach().cpu().to(e.dtype), rounded)
+        cpu_err = _abs_error(e.detach(), rounded)
+        cpu_err = torch.where(cpu_err.isfinite(), cpu_err, torch.zeros_like(cpu_err))  # a non-finite CPU answer
+        scale = _abs_error(rounded, torch.zeros_like(rounded))  # excuses nothing
+        if not bool((tpu_err <= atol + rtol * scale + cpu_err).all()):
+            return False
+    return True
 
 
 def _mismatch_line(err: AssertionError) -> str:
@@ -151,14 +322,37 @@ def _move(op: Any, sample: Any) -> tuple[Any, Any, Any]:
     return to_tpu(sample.input), sample.args if keep_args else to_tpu(sample.args), to_tpu(sample.kwargs)
 
 
-def _forward(op: Any, sample: Any, fallbacks: dict[str, int]) -> bool:
+def _float64_forward(op: Any, sample64: tuple[Any, Any, Any]) -> Any:
+    inp, args, kwargs = sample64
+    try:
+        torch.manual_seed(RUN_SEED)
+        return op(inp, *args, **kwargs)
+    except Exception:  # noqa: BLE001  (no float64 answer: the CPU comparison stands)
+        return None
+
+
+def _forward(op: Any, sample: Any, fallbacks: dict[str, int], notes: list[str]) -> bool:
     tpu_input, tpu_args, tpu_kwargs = _move(op, sample)
+    sample64 = tuple(to_float64(x) for x in (sample.input, sample.args, sample.kwargs))  # before CPU writes them
     expected = _reference(op, sample)  # tpu copies are taken first: some entries write their inputs
     torch_tpu.reset_op_counts()
     try:
         torch.manual_seed(RUN_SEED)
         actual = op(tpu_input, *tpu_args, **tpu_kwargs)
-        compare(actual, expected, "output")
+        try:
+            compare(actual, expected, "output", device_dtypes=full_name(op) in DEVICE_DTYPES)
+        except Mismatch as m:
+            if _tie_order_free(op, sample) and same_up_to_ties(sample.input, actual, expected):
+                notes.append(f"equal elements picked in another order: {m}")
+                return True
+            if m.max_abs_diff is None:
+                raise
+            reference = _float64_forward(op, sample64)
+            if reference is None or not agrees_with_float64(
+                tree_flatten(actual)[0], tree_flatten(expected)[0], tree_flatten(reference)[0]
+            ):
+                raise
+            notes.append(f"agrees with float64: output ({m})")
         pairs = zip(_tensors([tpu_input, tpu_args]), _tensors([sample.input, sample.args]), strict=True)
         after = [(a, e) for a, e in pairs if a.device.type == "tpu"]
         compare([a for a, _ in after], [e for _, e in after], "input after the call")
@@ -167,9 +361,26 @@ def _forward(op: Any, sample: Any, fallbacks: dict[str, int]) -> bool:
     return True
 
 
-def _backward(op: Any, sample: Any, fallbacks: dict[str, int]) -> bool:
+def _float64_grads(op: Any, sample64: tuple[Any, Any, Any], process: Any, seeds: list[torch.Tensor]) -> Any:
+    """Input gradients of the sample computed in float64 on the CPU with the same output gradients (None if CPU
+    PyTorch cannot)."""
+    inp, args, kwargs = sample64
+    leaves = [t for t in _tensors([inp, args, kwargs]) if t.requires_grad]
+    try:
+        torch.manual_seed(RUN_SEED)
+        outs = [t for t in _tensors(process(op(inp, *args, **kwargs))) if t.requires_grad and t.is_floating_point()]
+        if len(outs) != len(seeds):
+            return None
+        grads = [s.to(o.dtype) for s, o in zip(seeds, outs, strict=True)]
+        return torch.autograd.grad(outs, leaves, grads, allow_unused=True)
+    except Exception:  # noqa: BLE001  (no float64 answer: the CPU comparison stands)
+        return None
+
+
+def _backward(op: Any, sample: Any, fallbacks: dict[str, int], notes: list[str]) -> bool:
     """False when the sample has nothing to differentiate."""
     cpu_leaves = [t for t in _tensors([sample.input, sample.args, sample.kwargs]) if t.requires_grad]
+    sample64 = tuple(to_float64(x) for x in (sample.input, sample.args, sample.kwargs))
     tpu_input, tpu_args, tpu_kwargs = _move(op, sample)
     tpu_leaves = [t for t in _tensors([tpu_input, tpu_args, tpu_kwargs]) if t.requires_grad]
     if not cpu_leaves or len(cpu_leaves) != len(tpu_leaves):
@@ -198,8 +409,24 @@ def _backward(op: Any, sample: Any, fallbacks: dict[str, int]) -> bool:
         if (a is None) != (e is None):
             mine, cpus = ("None" if g is None else "a tensor" for g in (a, e))
             raise Mismatch(f"grad[{i}]: {mine}, CPU {cpus}")
-        if e is not None:
+    pairs = [(a, e) for a, e in zip(tpu_grads, cpu_grads, strict=True) if e is not None]
+    try:
+        for i, (a, e) in enumerate(pairs):
             compare(a, e, f"grad[{i}]")
+    except Mismatch as m:
+        tied = _tie_order_free(op, sample) and len(pairs) == 1
+        if tied and same_tie_sums(sample.input, pairs[0][0], pairs[0][1]):
+            notes.append(f"gradient on other equal elements (sums per tie group match): {m}")
+            return True
+        if m.max_abs_diff is None:
+            raise
+        grads64 = _float64_grads(op, sample64, process, seeds)
+        if grads64 is None or len(grads64) != len(cpu_grads):
+            raise
+        refs = [r for r, e in zip(grads64, cpu_grads, strict=True) if e is not None]
+        if not agrees_with_float64([a for a, _ in pairs], [e for _, e in pairs], refs):
+            raise
+        notes.append(f"agrees with float64: {m}")
     return True
 
 
@@ -220,6 +447,7 @@ def run_check(op: Any, dtype: str, direction: str, samples: int) -> dict[str, An
     fallbacks: dict[str, int] = {}
     mismatch: Mismatch | None = None
     error: str | None = None
+    closer: list[str] = []  # samples that differ from CPU but agree with the float64 answer
     try:
         torch.manual_seed(SAMPLE_SEED)
         it = iter(op.sample_inputs("cpu", DTYPES[dtype], requires_grad=backward))
@@ -232,7 +460,8 @@ def run_check(op: Any, dtype: str, direction: str, samples: int) -> dict[str, An
                 record["note"] = f"sample_inputs stopped: {_first_line(err)}"
                 break
             try:
-                ran = _backward(op, sample, fallbacks) if backward else _forward(op, sample, fallbacks)
+                check = _backward if backward else _forward
+                ran = check(op, sample, fallbacks, closer)
                 record["samples"] += int(ran)
             except CpuFailed:
                 continue
@@ -245,8 +474,13 @@ def run_check(op: Any, dtype: str, direction: str, samples: int) -> dict[str, An
     except Exception as err:  # noqa: BLE001  (CPU PyTorch cannot make the samples)
         record["note"] = f"sample_inputs failed: {_first_line(err)}"
     record["fallback_ops"] = fallbacks
+    if closer and mismatch is None and error is None:
+        record["cpu_differs"] = f"{len(closer)} sample(s) differ from CPU, right by another measure: {closer[0]}"
     if mismatch is not None:
-        record.update(status="mismatch", reason=str(mismatch), max_abs_diff=mismatch.max_abs_diff)
+        # op_db itself expects test_compare_cpu to fail on accelerators for these: reported apart, not as wrong.
+        expected = note == "op_db expects test_compare_cpu to fail"
+        status = "xfail" if expected else "mismatch"
+        record.update(status=status, reason=str(mismatch), max_abs_diff=mismatch.max_abs_diff)
     elif error is not None:
         record.update(status="error", reason=error)
     elif record["samples"] == 0:
