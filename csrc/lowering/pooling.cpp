@@ -1,4 +1,5 @@
-// Pooling-like ops beyond conv.cpp's: adaptive max pooling, max unpooling, and im2col/col2im (nn.Unfold/Fold).
+// Pooling-like ops beyond conv.cpp's: adaptive max pooling, max unpooling, im2col/col2im (nn.Unfold/Fold) and the
+// backward of Tensor.unfold.
 #include <algorithm>
 #include <string>
 
@@ -194,6 +195,38 @@ V col2im_rule(OpContext& c) {
   return {b.reshape(img, o.dims)};
 }
 
+// unfold_backward(grad_in, input_sizes, dim, size, step): the adjoint of Tensor.unfold. grad_in is the input's shape
+// with `dim` turned into the window count, plus a trailing window axis of `size`; window offset j of every window
+// lands at j, j + step, j + 2 step, ... of `dim`, which is one interior-padded copy per offset. Sums in float32 for
+// half types and rounds once.
+V unfold_backward_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return {zeros(b, o)};
+  Value g = b.convert(c.tensor(0), opmath_type(o.dtype));
+  Ints in = c.ints(1);
+  if (in.empty()) return {to_result(c, b.reshape(g, {}))};
+  int64_t rank = static_cast<int64_t>(in.size());
+  int64_t d = c.dim(2, rank), size = c.integer(3), step = c.integer(4);
+  Ints windows = in;
+  windows[d] = g.type.dims[d];
+  int64_t nw = windows[d];
+  Value acc = b.constant(0, g.type.dtype, in);
+  Value zero = b.constant(0, g.type.dtype);
+  for (int64_t j = 0; j < size && nw > 0; ++j) {
+    Ints lo(rank + 1, 0), hi = g.type.dims;
+    lo[rank] = j;
+    hi[rank] = j + 1;
+    Value piece = b.reshape(b.slice(g, lo, hi), windows);
+    Ints low(rank, 0), high(rank, 0), interior(rank, 0);
+    low[d] = j;
+    interior[d] = step - 1;
+    high[d] = in[d] - (j + (nw - 1) * step + 1);
+    acc = b.binary("stablehlo.add", acc, pad_op(b, piece, zero, low, high, interior));
+  }
+  return {to_result(c, acc)};
+}
+
 }  // namespace
 
 void add_pooling_rules(Rows& rows) {
@@ -203,6 +236,7 @@ void add_pooling_rules(Rows& rows) {
   rows.push_back({{"max_unpool3d", "max_unpool3d.out"}, max_unpool_rule(3)});
   rows.push_back({{"im2col", "im2col.out"}, im2col_rule});
   rows.push_back({{"col2im", "col2im.out"}, col2im_rule});
+  rows.push_back({{"unfold_backward", "unfold_backward.out"}, unfold_backward_rule});
 }
 
 }  // namespace torch_tpu

@@ -209,6 +209,16 @@ def test_unfold_layouts():
     check(lambda x: F.unfold(x, 2), strided(r(2, 3, 5, 6)))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("shape", "dim", "size", "step"),
+    [((9,), 0, 4, 3), ((3, 10, 2), 1, 3, 2), ((3, 10, 2), 1, 4, 4), ((5, 7), -1, 7, 1), ((5, 7), 0, 2, 5)],
+)
+def test_tensor_unfold_backward(shape, dim, size, step, dtype):
+    # Tensor.unfold is a view; its backward is aten::unfold_backward (overlapping windows add up).
+    check(lambda x: x.unfold(dim, size, step) * 1, r(*shape, dtype=dtype), **TOL[dtype])
+
+
 # ---- group norm ----
 
 
