@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <mutex>
 #include <tuple>
@@ -120,9 +121,10 @@ namespace {
 // Bounded: the table is dropped when full (buffers in use live on in their programs).
 class ScalarBuffers {
  public:
+  // bits: 8 bytes (16 for a complex128 number).
   std::shared_ptr<Buffer> get(int pjrt_device, ElementType type, const void* bits) {
-    Key key{pjrt_device, static_cast<int>(type), 0};
-    std::memcpy(&key.bits, bits, sizeof(key.bits));
+    Key key{pjrt_device, static_cast<int>(type), {0, 0}};
+    std::memcpy(key.bits.data(), bits, type == ElementType::kC128 ? 16 : 8);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
     if (it != entries_.end()) return it->second;
@@ -139,7 +141,7 @@ class ScalarBuffers {
   struct Key {
     int device;
     int type;
-    uint64_t bits;
+    std::array<uint64_t, 2> bits;
     bool operator<(const Key& o) const { return std::tie(device, type, bits) < std::tie(o.device, o.type, o.bits); }
   };
   std::mutex mu_;
@@ -166,6 +168,10 @@ std::shared_ptr<Buffer> scalar_buffer(int device, const c10::Scalar& value) {
     int64_t v = value.toLong();
     std::memcpy(&bits, &v, sizeof(v));
     type = ElementType::kS64;
+  } else if (value.isComplex()) {
+    c10::complex<double> z = value.toComplexDouble();
+    const double parts[2] = {z.real(), z.imag()};
+    return scalar_buffers().get(pjrt, ElementType::kC128, parts);
   } else {
     double v = value.toDouble();
     std::memcpy(&bits, &v, sizeof(v));

@@ -215,7 +215,7 @@ LoweringRule binary_fn(Value (*fn)(HloBuilder&, const Value&, const Value&)) {
 // Number argument i rounded to the result dtype first (PyTorch casts alpha/value to the tensor's dtype), then
 // converted to the compute type `t` and broadcast to the result shape.
 Value scalar_in_result_type(OpContext& c, size_t i, ElementType t) {
-  return c.b.convert(c.runtime_operand(i, c.out(0).dtype, c.out(0).dims), t);
+  return c.b.convert(c.operand(i, c.out(0).dtype, c.out(0).dims), t);
 }
 
 // a + alpha * b (alpha is argument 2 when present).

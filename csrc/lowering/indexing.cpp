@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lowering/numerics.h"
 #include "lowering/op_context.h"
 
 namespace torch_tpu {
@@ -355,6 +356,44 @@ V embedding_backward_rule(OpContext& c) {
     grad = c.b.binary("stablehlo.divide", grad, c.b.broadcast_in_dim(per, {n, width}, {0}));
   }
   return {scatter_points(c.b, zeros(c.b, o), {0}, points, grad, "stablehlo.add")};
+}
+
+// embedding_renorm_(self, indices, max_norm, norm_type): every row named by `indices` whose norm exceeds max_norm is
+// scaled by max_norm / (norm + 1e-7), as the CPU kernel does (norm rounded to the weight's dtype, scale in double).
+V embedding_renorm_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value w = c.tensor(0);
+  TensorType o = c.out(0);
+  Value idx_t = c.tensor(1);
+  int64_t n = idx_t.type.numel();
+  if (n == 0 || o.numel() == 0 || w.type.rank() != 2) return {w};
+  int64_t rows = w.type.dims[0], width = w.type.dims[1];
+  ElementType t = opmath_type(w.type.dtype);
+  Value x = b.convert(w, t);
+  double p = c.scalar(3), max_norm = c.scalar(2);
+  Value a = b.unary("stablehlo.abs", x);
+  Value norm;
+  if (std::isinf(p)) {
+    norm = b.reduce(a, b.constant(0, t), {1}, "stablehlo.maximum");
+  } else if (p == 1) {
+    norm = reduce_sum(b, a, {1});
+  } else if (p == 2) {
+    norm = b.unary("stablehlo.sqrt", reduce_sum(b, b.binary("stablehlo.multiply", x, x), {1}));
+  } else {
+    Value powed = b.binary("stablehlo.power", a, b.constant(p, t, a.type.dims));
+    norm = b.binary("stablehlo.power", reduce_sum(b, powed, {1}), b.constant(1.0 / p, t, {rows}));
+  }
+  norm = b.convert(b.convert(norm, w.type.dtype), ElementType::kF64);
+  Value points = b.reshape(b.convert(b.reshape(idx_t, {n}), ElementType::kS64), {n, 1});
+  Value named = scatter_points(b, b.constant(0, ElementType::kF64, {rows}), {0}, points,
+                               b.constant(1, ElementType::kF64, {n}), "stablehlo.maximum");
+  Value over = b.binary("stablehlo.and", b.compare(CompareDirection::kGt, named, b.constant(0, ElementType::kF64, {rows})),
+                        b.compare(CompareDirection::kGt, norm, b.constant(max_norm, ElementType::kF64, {rows})));
+  Value scale = b.binary("stablehlo.divide", b.constant(max_norm, ElementType::kF64, {rows}),
+                         b.binary("stablehlo.add", norm, b.constant(1e-7, ElementType::kF64, {rows})));
+  scale = b.convert(b.select(over, scale, b.constant(1, ElementType::kF64, {rows})), t);
+  Value y = b.binary("stablehlo.multiply", x, b.broadcast_in_dim(scale, {rows, width}, {0}));
+  return {b.convert(y, o.dtype)};
 }
 
 // ---- advanced indexing: index.Tensor / index_put ----
@@ -710,6 +749,7 @@ void add_indexing_rules(Rows& rows) {
   rows.push_back({{"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Tensor", "index_fill_.int_Tensor"},
                   index_along_rule(Along::kFill)});
   rows.push_back({{"embedding_dense_backward", "embedding_dense_backward.out"}, embedding_backward_rule});
+  rows.push_back({{"embedding_renorm_"}, embedding_renorm_rule});
   rows.push_back({{"index.Tensor", "index.Tensor_out"}, index_rule, index_list_prep(true)});
   rows.push_back({{"_index_put_impl_", "index_put", "index_put_"}, index_put_rule, index_list_prep(false)});
   rows.push_back({{"arange.start_out"}, arange_rule});

@@ -239,6 +239,24 @@ V heaviside_rule(OpContext& c) {  // x == 0 ? values : x > 0
 Value exp2_of(HloBuilder& b, const Value& x) { return exp2_value(b, x); }
 Value log2_of(HloBuilder& b, const Value& x) { return log2_value(b, x); }
 
+// complex(real, imag) and polar(abs, angle): complex64 / complex128 results from float32 / float64 parts.
+ElementType part_type(ElementType t) { return t == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32; }
+
+V complex_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  ElementType p = part_type(o.dtype);
+  return {c.b.op1("stablehlo.complex", {c.operand(0, p, o.dims), c.operand(1, p, o.dims)}, o)};
+}
+
+V polar_rule(OpContext& c) {  // abs * cos(angle) + i abs * sin(angle), as std::polar
+  TensorType o = c.out(0);
+  ElementType p = part_type(o.dtype);
+  Value r = c.operand(0, p, o.dims), theta = c.operand(1, p, o.dims);
+  Value re = mul(c.b, r, c.b.unary("stablehlo.cosine", theta));
+  Value im = mul(c.b, r, c.b.unary("stablehlo.sine", theta));
+  return {c.b.op1("stablehlo.complex", {re, im}, o)};
+}
+
 void add_math_rules(Rows& rows) {
   rows.push_back({{"acos", "acos_", "acos.out"}, float_unary("acos", chlo_fn("acos"))});
   rows.push_back({{"asin", "asin_", "asin.out"}, float_unary("asin", chlo_fn("asin"))});
@@ -272,6 +290,8 @@ void add_math_rules(Rows& rows) {
   rows.push_back({{"logaddexp2", "logaddexp2.out"}, logaddexp_rule(true)});
   rows.push_back({{"nextafter", "nextafter_", "nextafter.out"}, nextafter_rule});
   rows.push_back({{"heaviside", "heaviside_", "heaviside.out"}, heaviside_rule});
+  rows.push_back({{"complex", "complex.out"}, complex_rule});
+  rows.push_back({{"polar", "polar.out"}, polar_rule});
 }
 
 }  // namespace torch_tpu

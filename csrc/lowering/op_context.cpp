@@ -106,6 +106,14 @@ void OpContext::check_range(const Value& idx, int64_t lo, int64_t hi, const std:
 
 Value OpContext::operand(size_t i, ElementType dtype, const std::vector<int64_t>& dims) {
   if (is_tensor(i)) return b.broadcast_to(b.convert(tensor(i), dtype), dims);
+  if (inspect(i).isComplexDouble()) {
+    // A complex number (z * 1j): a program constant, so its value is part of the structural key.
+    TORCH_CHECK(is_complex(dtype), op_name(), ": a complex number cannot be used with a ", element_type_name(dtype), " result");
+    c10::complex<double> z = arg(i).toComplexDouble();
+    ElementType part = dtype == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32;
+    return b.op1("stablehlo.complex", {b.constant(z.real(), part, dims), b.constant(z.imag(), part, dims)},
+                 {dtype, dims});
+  }
   return runtime_operand(i, dtype, dims);
 }
 

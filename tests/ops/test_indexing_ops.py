@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torch_tpu
 from tests.ops.harness import check
 
 g = torch.Generator().manual_seed(0)
@@ -378,3 +379,19 @@ def test_index_tensor_out_of_range(bad):
         r(5)[idx(0, bad)].cpu()
     _raises_like_cpu(lambda x, i: x[i], r(5), idx(0, bad))
     _raises_like_cpu(lambda x, i: put(x, i, 1.0), r(5), idx(bad))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf"), 3.0])
+def test_embedding_max_norm_renormalises_the_named_rows(norm_type, dtype):
+    # F.embedding(max_norm=...) calls embedding_renorm_, which rescales the weight rows it looks up, in place.
+    g = torch.Generator().manual_seed(7)
+    w = (torch.randn(10, 4, generator=g) * 2).to(dtype)
+    idx = torch.tensor([[1, 3, 3], [0, 9, 1]])
+    wt = w.to("tpu")
+    torch_tpu.reset_op_counts()
+    out = F.embedding(idx.to("tpu"), wt, max_norm=1.5, norm_type=norm_type)
+    expected = F.embedding(idx, w, max_norm=1.5, norm_type=norm_type)
+    torch.testing.assert_close(out.cpu(), expected)
+    torch.testing.assert_close(wt.cpu(), w)  # rows 0, 1, 3, 9 rescaled, the others untouched
+    assert not torch_tpu.metrics()["fallback_ops"]

@@ -360,3 +360,25 @@ def test_renorm(p):
     check(lambda t: torch.renorm(t, p, 1, 2.0), x, rtol=1e-5, atol=1e-5)
     check(lambda t: torch.renorm(t, p, 0, 0.5), x.transpose(0, 2), rtol=1e-5, atol=1e-5)
     check(lambda t: torch.renorm(t, p, -1, 1.0), x.to(torch.bfloat16), grad=False, **BF16)
+
+
+# ---- complex results: complex(), polar(), complex numbers as operands ----
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_complex_and_polar(dtype):
+    g = torch.Generator().manual_seed(5)
+    re, im = torch.randn(3, 4, generator=g, dtype=dtype), torch.randn(4, generator=g, dtype=dtype)
+    check(torch.complex, re, im, grad=False)
+    check(lambda r, t: torch.polar(r.abs(), t), re, im)  # backward multiplies by 1j
+
+
+def test_complex_numbers_as_operands_are_not_reused_across_values():
+    # A Python complex number reaches the kernels as a CPU scalar (mul.Tensor) or as a Scalar (alpha); both must
+    # work, and a cached program must never keep an earlier value.
+    z = torch.randn(5, dtype=torch.complex64, generator=torch.Generator().manual_seed(6))
+    for c in (1j, 2j, 3 - 1j, -0.5 + 0.25j):
+        torch.testing.assert_close((z.to("tpu") * c).cpu(), z * c)
+        torch.testing.assert_close((z.to("tpu") + c).cpu(), z + c)
+        torch.testing.assert_close(torch.add(z.to("tpu"), z.to("tpu"), alpha=c).cpu(), torch.add(z, z, alpha=c))
+    assert not torch_tpu.metrics()["fallback_ops"]
