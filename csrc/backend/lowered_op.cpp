@@ -388,6 +388,10 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t n = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
   if (row->prepare) row->prepare(args);
+  if (row->applies && !row->applies(args)) {
+    run_fallback(op, stack);
+    return;
+  }
   int device = op_device(args);
 
   // Output shapes and dtypes (and PyTorch's own argument errors) come from the meta kernels.

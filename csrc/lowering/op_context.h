@@ -99,10 +99,14 @@ using LoweringRule = std::function<std::vector<Value>(OpContext&)>;
 // Rewrites an op's arguments before anything else looks at them (device checks, meta kernels, the rule).
 using ArgumentPrep = std::function<void(std::vector<c10::IValue>& args)>;
 
+// A row that lowers only some uses of its ops says which: false sends that call to the CPU fallback.
+using ArgumentFilter = std::function<bool(const std::vector<c10::IValue>& args)>;
+
 struct LoweringRow {
   std::vector<std::string> names;  // ATen overloads served: functional, inplace, out= ("add.Tensor", "add_.Tensor", ...)
   LoweringRule rule;
-  ArgumentPrep prepare = nullptr;  // optional
+  ArgumentPrep prepare = nullptr;   // optional
+  ArgumentFilter applies = nullptr;  // optional: every call when absent
 };
 
 // The whole table, built from the per-area tables (elementwise, reductions, linalg, nn, indexing, conv).
@@ -122,12 +126,17 @@ void add_conv_rules(std::vector<LoweringRow>& rows);
 void add_batch_norm_rules(std::vector<LoweringRow>& rows);
 void add_spatial_rules(std::vector<LoweringRow>& rows);
 void add_pooling_rules(std::vector<LoweringRow>& rows);
+void add_grid_sample_rules(std::vector<LoweringRow>& rows);  // grid_sample.cpp
 void add_foreach_rules(std::vector<LoweringRow>& rows);
 void add_amp_rules(std::vector<LoweringRow>& rows);
 void add_rnn_rules(std::vector<LoweringRow>& rows);
 
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);
+// x gathered along dim d at the s64 positions idx ([n]): the result has n in place of dim d.
+Value gather_dim(HloBuilder& b, const Value& x, const Value& idx, int64_t d);
+// Adds the slices of `updates` along dim d into `into` at the s64 positions idx ([n], duplicates accumulate).
+Value scatter_add_dim(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, int64_t d);
 Value zeros(HloBuilder& b, const TensorType& type);
 Value full(HloBuilder& b, double value, const TensorType& type);
 Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims);

@@ -32,7 +32,8 @@ Ints others(int64_t rank, int64_t d) {
   return out;
 }
 
-// x gathered along dim d at the s64 positions idx ([n]): the result has n in place of dim d.
+}  // namespace
+
 Value gather_dim(HloBuilder& b, const Value& x, const Value& idx, int64_t d) {
   int64_t n = idx.type.dims[0], rank = x.type.rank();
   Ints slice = x.type.dims, out = x.type.dims;
@@ -46,7 +47,6 @@ Value gather_dim(HloBuilder& b, const Value& x, const Value& idx, int64_t d) {
   return b.op1("stablehlo.gather", {x, b.reshape(idx, {n, 1})}, {x.type.dtype, out}, attrs);
 }
 
-// Adds the slices of `updates` along dim d into `into` at the s64 positions idx ([n], duplicates accumulate).
 Value scatter_add_dim(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, int64_t d) {
   int64_t n = idx.type.dims[0];
   TensorType s{into.type.dtype, {}};
@@ -58,6 +58,9 @@ Value scatter_add_dim(HloBuilder& b, const Value& into, const Value& updates, co
                       std::to_string(d) + "], index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false";
   return b.op1("stablehlo.scatter", {into, b.reshape(idx, {n, 1}), updates}, into.type, attrs, {body});
 }
+
+namespace {
+
 
 // The taps of one dim: index j of every output position and, except for single-tap maps, its f32 weight.
 struct Taps {

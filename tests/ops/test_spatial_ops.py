@@ -338,3 +338,44 @@ def test_opinfo_samples(name, dtype):
     for s in samples:
         _compare_sample(op, s, tol)
     assert not torch_tpu.metrics()["fallback_ops"], torch_tpu.metrics()["fallback_ops"]
+
+
+# ---- grid_sample ----
+
+GRID_CASES = [
+    (mode, pad, align)
+    for mode in ("bilinear", "nearest", "bicubic")
+    for pad in ("zeros", "border", "reflection")
+    for align in (False, True)
+]
+
+
+@pytest.mark.parametrize(("mode", "pad", "align"), GRID_CASES)
+@pytest.mark.parametrize("nd", [2, 3])
+def test_grid_sample_forward_backward(nd, mode, pad, align):
+    if nd == 3 and mode == "bicubic":
+        pytest.skip("PyTorch has no 3-D bicubic grid_sample")
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn((2, 3, 5, 7) if nd == 2 else (2, 3, 4, 5, 6), generator=g)
+    grid = torch.rand((2, 4, 6, 2) if nd == 2 else (2, 3, 4, 2, 3), generator=g) * 2.6 - 1.3  # some points outside
+    grid[0, 0, 0] = 1.0  # exactly on the border
+    allow = ["aten::grid_sampler_2d_backward"] if mode == "bicubic" else []  # the bicubic backward stays on the CPU
+    check(
+        lambda a, b: F.grid_sample(a, b, mode=mode, padding_mode=pad, align_corners=align),
+        x,
+        grid,
+        rtol=1e-5,
+        atol=1e-5,
+        allow_fallback=allow,
+    )
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_bfloat16_computes_in_float(mode):
+    # Coordinates and weights in float32, the sum rounded once: the float32 answer on the same bf16 inputs, rounded.
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(2, 3, 5, 7, generator=g).bfloat16()
+    grid = (torch.rand(2, 4, 6, 2, generator=g) * 2.4 - 1.2).bfloat16()
+    expected = F.grid_sample(x.float(), grid.float(), mode=mode, align_corners=False).bfloat16()
+    actual = F.grid_sample(x.to("tpu"), grid.to("tpu"), mode=mode, align_corners=False).cpu()
+    torch.testing.assert_close(actual, expected, rtol=1.6e-2, atol=1e-2)
