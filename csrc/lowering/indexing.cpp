@@ -126,7 +126,8 @@ Value full_points(HloBuilder& b, const Value& index, int64_t dim, int64_t rank) 
 
 Value as_rank1(HloBuilder& b, const Value& v) { return v.type.rank() == 0 ? b.reshape(v, {1}) : v; }
 
-// Inclusive prefix sum along `dim` as a reduce_window whose window reaches back over the whole dim.
+}  // namespace
+
 Value prefix_reduce(HloBuilder& b, const Value& x, int64_t dim, const std::string& combiner, double init) {
   int64_t rank = x.type.rank(), n = x.type.dims[dim];
   if (n <= 1) return x;
@@ -144,6 +145,8 @@ Value prefix_reduce(HloBuilder& b, const Value& x, int64_t dim, const std::strin
                    ", padding = " + pad,
                {body});
 }
+
+namespace {
 
 // ---- cat ----
 

@@ -199,6 +199,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_spatial_rules(rows);
     add_pooling_rules(rows);
     add_grid_sample_rules(rows);
+    add_embedding_bag_rules(rows);
     add_foreach_rules(rows);  // last: its rules look up the elementwise rows
     return rows;
   }();

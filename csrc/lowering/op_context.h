@@ -126,7 +126,8 @@ void add_conv_rules(std::vector<LoweringRow>& rows);
 void add_batch_norm_rules(std::vector<LoweringRow>& rows);
 void add_spatial_rules(std::vector<LoweringRow>& rows);
 void add_pooling_rules(std::vector<LoweringRow>& rows);
-void add_grid_sample_rules(std::vector<LoweringRow>& rows);  // grid_sample.cpp
+void add_grid_sample_rules(std::vector<LoweringRow>& rows);    // grid_sample.cpp
+void add_embedding_bag_rules(std::vector<LoweringRow>& rows);  // embedding_bag.cpp
 void add_foreach_rules(std::vector<LoweringRow>& rows);
 void add_amp_rules(std::vector<LoweringRow>& rows);
 void add_rnn_rules(std::vector<LoweringRow>& rows);
@@ -137,6 +138,8 @@ int64_t normalize_dim(int64_t dim, int64_t rank);
 Value gather_dim(HloBuilder& b, const Value& x, const Value& idx, int64_t d);
 // Adds the slices of `updates` along dim d into `into` at the s64 positions idx ([n], duplicates accumulate).
 Value scatter_add_dim(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, int64_t d);
+// Inclusive scan along `dim` with a binary StableHLO op ("stablehlo.add", "stablehlo.maximum", ...) and its identity.
+Value prefix_reduce(HloBuilder& b, const Value& x, int64_t dim, const std::string& combiner, double init);
 Value zeros(HloBuilder& b, const TensorType& type);
 Value full(HloBuilder& b, double value, const TensorType& type);
 Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims);

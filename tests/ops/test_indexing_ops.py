@@ -395,3 +395,47 @@ def test_embedding_max_norm_renormalises_the_named_rows(norm_type, dtype):
     torch.testing.assert_close(out.cpu(), expected)
     torch.testing.assert_close(wt.cpu(), w)  # rows 0, 1, 3, 9 rescaled, the others untouched
     assert not torch_tpu.metrics()["fallback_ops"]
+
+
+# ---- nn.EmbeddingBag ----
+
+EMBEDDING_BAG_INDICES = torch.tensor([1, 2, 4, 5, 4, 3, 2, 0, 9, 9])
+
+
+@pytest.mark.parametrize("offsets", [[0, 2, 2, 5], [0, 3, 7, 10], [0]])
+@pytest.mark.parametrize("padding_idx", [None, 4])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_forward_backward(mode, include_last_offset, padding_idx, offsets):
+    # Empty bags, a last bag running to the end, padding positions; with include_last_offset the offsets are CSR
+    # (the extra last offset is the number of indices).
+    idx = EMBEDDING_BAG_INDICES
+    off = torch.tensor(offsets + [len(idx)] if include_last_offset else offsets)
+    w = torch.randn(10, 4, generator=torch.Generator().manual_seed(8))
+    kw = {"mode": mode, "include_last_offset": include_last_offset, "padding_idx": padding_idx}
+    check(lambda weight: F.embedding_bag(idx.to(weight.device), weight, off.to(weight.device), **kw), w)
+
+
+def test_embedding_bag_per_sample_weights_and_2d_input():
+    idx, off = EMBEDDING_BAG_INDICES, torch.tensor([0, 3, 3, 8])
+    g = torch.Generator().manual_seed(9)
+    w, psw = torch.randn(10, 4, generator=g), torch.rand(len(idx), generator=g)
+    check(
+        lambda weight, p: F.embedding_bag(idx.to(p.device), weight, off.to(p.device), mode="sum", per_sample_weights=p),
+        w,
+        psw,
+    )
+    x2 = torch.tensor([[1, 2, 4], [4, 3, 2]])
+    for mode in ("sum", "mean", "max"):
+        check(lambda weight, m=mode: F.embedding_bag(x2.to(weight.device), weight, mode=m), w)
+
+
+def test_embedding_bag_sparse_gradient_is_refused_clearly():
+    # sparse=True asks for a sparse weight gradient; tpu has no sparse tensors, so the backward (declined by the
+    # lowering, run by the CPU fallback) fails with PyTorch's NotImplementedError instead of a wrong dense answer.
+    w = torch.randn(10, 4, device="tpu", requires_grad=True)
+    idx, off = EMBEDDING_BAG_INDICES.to("tpu"), torch.tensor([0, 4], device="tpu")
+    y = F.embedding_bag(idx, w, off, mode="sum", sparse=True)
+    torch.testing.assert_close(y.cpu(), F.embedding_bag(idx.cpu(), w.detach().cpu(), off.cpu(), mode="sum"))
+    with pytest.raises(NotImplementedError, match="Sparse"):
+        y.sum().backward()
