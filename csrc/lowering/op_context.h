@@ -128,6 +128,7 @@ void add_spatial_rules(std::vector<LoweringRow>& rows);
 void add_pooling_rules(std::vector<LoweringRow>& rows);
 void add_grid_sample_rules(std::vector<LoweringRow>& rows);    // grid_sample.cpp
 void add_embedding_bag_rules(std::vector<LoweringRow>& rows);  // embedding_bag.cpp
+void add_segment_reduce_rules(std::vector<LoweringRow>& rows);  // segment_reduce.cpp
 void add_foreach_rules(std::vector<LoweringRow>& rows);
 void add_amp_rules(std::vector<LoweringRow>& rows);
 void add_rnn_rules(std::vector<LoweringRow>& rows);

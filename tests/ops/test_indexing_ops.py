@@ -439,3 +439,32 @@ def test_embedding_bag_sparse_gradient_is_refused_clearly():
     torch.testing.assert_close(y.cpu(), F.embedding_bag(idx.cpu(), w.detach().cpu(), off.cpu(), mode="sum"))
     with pytest.raises(NotImplementedError, match="Sparse"):
         y.sum().backward()
+
+
+# ---- segment_reduce ----
+
+SEGMENT_BATCHED = {"lengths": torch.tensor([[2, 0, 4], [1, 3, 2]])}  # segments along dim 1 of each batch row
+SEGMENT_CASES = [
+    (torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]), {"lengths": torch.tensor([0, 1, 2, 2])}, 0),
+    (torch.tensor([1.0, 0.0, 3.0, 0.0, 5.0, 2.0]), {"lengths": torch.tensor([2, 0, 3, 1])}, 0),  # zeros: prod grads
+    (torch.tensor([1.0, float("nan"), 3.0, 4.0, 0.0]), {"offsets": torch.tensor([0, 0, 1, 3, 5])}, 0),
+    (
+        torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(10)),
+        {"lengths": torch.tensor([[2, 0, 4], [1, 3, 2]])},
+        1,
+    ),
+    (torch.tensor([2.0, 2.0, 1.0, 3.0, 3.0, -1.0]), {"lengths": torch.tensor([3, 3])}, 0),  # ties: max/min grads split
+]
+
+
+@pytest.mark.parametrize("initial", [None, 2.0])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("case", range(len(SEGMENT_CASES)))
+def test_segment_reduce_forward_backward(case, reduce, initial):
+    data, bounds, axis = SEGMENT_CASES[case]
+
+    def fn(x):
+        moved = {k: v.to(x.device) for k, v in bounds.items()}
+        return torch.segment_reduce(x, reduce, axis=axis, initial=initial, unsafe=True, **moved)
+
+    check(fn, data)
