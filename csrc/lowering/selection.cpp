@@ -1,0 +1,464 @@
+// Selection, search and small factory ops: median/nanmedian (values and indices), searchsorted/bucketize, trace,
+// eye, logspace, channel_shuffle, take/put_, nonzero_static, frexp, gcd/lcm and masked_scatter (with its
+// backward). Everything stays on the device: data-dependent positions come from sorts, prefix counts and
+// unrolled binary searches, and data-dependent errors go through OpContext::check.
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "lowering/hlo_math.h"
+#include "lowering/numerics.h"
+#include "lowering/op_context.h"
+
+namespace torch_tpu {
+namespace {
+
+using namespace hm;  // NOLINT: formula spellings
+using Rows = std::vector<LoweringRow>;
+using V = std::vector<Value>;
+using Dims = std::vector<int64_t>;
+
+constexpr ElementType kI64 = ElementType::kS64;
+
+Value s64c(HloBuilder& b, double v, const Dims& dims = {}) { return b.constant(v, kI64, dims); }
+
+Dims iota_dims(int64_t n) {
+  Dims out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(i);
+  return out;
+}
+
+// out[p] = x[p with coordinate `dim` replaced by idx[p]]: idx has x's rank and x's sizes except along `dim`.
+Value take_along(HloBuilder& b, const Value& x, const Value& idx, int64_t dim) {
+  int64_t r = x.type.rank();
+  Dims col = idx.type.dims;
+  col.push_back(1);
+  V parts;
+  for (int64_t d = 0; d < r; ++d) {
+    Value v = d == dim ? b.convert(idx, kI64) : b.iota({kI64, idx.type.dims}, d);
+    parts.push_back(b.reshape(v, col));
+  }
+  Value points = parts.size() == 1 ? parts[0] : b.concatenate(parts, r);
+  std::string all = i64_list(iota_dims(r));
+  std::string attrs = "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = " + all + ", start_index_map = " +
+                      all + ", index_vector_dim = " + std::to_string(r) + ">, slice_sizes = " + i64_array(Dims(r, 1)) +
+                      ", indices_are_sorted = false";
+  return b.op1("stablehlo.gather", {x, points}, {x.type.dtype, idx.type.dims}, attrs);
+}
+
+// Writes (or with `add`, adds) row i of `updates` [n, w...] into row points[i] of `base` [m, w...]; points outside
+// [0, m) are dropped, as XLA drops out-of-bounds scatter updates.
+Value scatter_rows(HloBuilder& b, const Value& base, const Value& points, const Value& updates, bool add) {
+  int64_t r = base.type.rank();
+  TensorType scalar{base.type.dtype, {}};
+  std::string body = b.region({scalar, scalar}, [&](HloBuilder& rb, const V& a) -> V {
+    if (!add) return {a[1]};
+    return {rb.op1(scalar.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", {a[0], a[1]}, scalar)};
+  });
+  Dims window;
+  for (int64_t d = 1; d < r; ++d) window.push_back(d);
+  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<" +
+                      (window.empty() ? std::string() : "update_window_dims = " + i64_list(window) + ", ") +
+                      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+                      "indices_are_sorted = false, unique_indices = false";
+  Value pts = b.reshape(b.convert(points, kI64), {points.type.numel(), 1});
+  return b.op1("stablehlo.scatter", {base, pts, updates}, base.type, attrs, {body});
+}
+
+// Inclusive running sum along dim 0 of a 1-D value.
+Value prefix_sum(HloBuilder& b, const Value& x) {
+  int64_t n = x.type.dims[0];
+  if (n <= 1) return x;
+  TensorType scalar{x.type.dtype, {}};
+  std::string body = b.region({scalar, scalar}, [&](HloBuilder& rb, const V& a) -> V { return {add(rb, a[0], a[1])}; });
+  return b.op1("stablehlo.reduce_window", {x, b.constant(0, x.type.dtype)}, x.type,
+               "window_dimensions = array<i64: " + std::to_string(n) + ">, window_strides = array<i64: 1>, padding = "
+               "dense<[[" + std::to_string(n - 1) + ", 0]]> : tensor<1x2xi64>",
+               {body});
+}
+
+// Stable ascending sort along `dim` with the original positions; NaN sorts above everything (as torch.sort).
+std::pair<Value, Value> sort_with_positions(HloBuilder& b, const Value& x, int64_t dim) {
+  Value pos = b.iota({kI64, x.type.dims}, dim);
+  TensorType s{x.type.dtype, {}}, si{kI64, {}};
+  bool fp = is_floating(s.dtype);
+  std::string cmp = b.region({s, s, si, si}, [&](HloBuilder& rb, const V& a) -> V {
+    Value before = lt(rb, a[0], a[1]);
+    if (fp) before = lor(rb, before, land(rb, isnan(rb, a[1]), lnot(rb, isnan(rb, a[0]))));
+    return {before};
+  });
+  V r = b.op("stablehlo.sort", {x, pos}, {x.type, pos.type}, "dimension = " + std::to_string(dim) + " : i64, is_stable = true",
+             {cmp});
+  return {r[0], r[1]};
+}
+
+// ---- median / nanmedian ----
+
+// The CPU picks, along `dim`, the element at position k of a stable sort: k = (n - 1) / 2 for median (a row with a
+// NaN gives its first NaN), k = (non-NaN count - 1) / 2 for nanmedian (an all-NaN row gives its first NaN).
+std::pair<Value, Value> median_along(HloBuilder& b, const Value& x, int64_t dim, bool ignore_nan) {
+  int64_t n = x.type.dims[dim];
+  Dims keep = x.type.dims;
+  keep[dim] = 1;
+  auto [sorted, pos] = sort_with_positions(b, x, dim);
+  Value k = s64c(b, static_cast<double>((n - 1) / 2), keep);
+  if (is_floating(x.type.dtype)) {
+    Value count = b.reduce(b.convert(lnot(b, isnan(b, x)), kI64), s64c(b, 0), {dim}, "stablehlo.add");
+    count = b.reshape(count, keep);
+    if (ignore_nan) {
+      k = b.binary("stablehlo.divide", b.binary("stablehlo.maximum", sub(b, count, s64c(b, 1, keep)), s64c(b, 0, keep)),
+                   s64c(b, 2, keep));
+    } else {
+      k = sel(b, lt(b, count, s64c(b, static_cast<double>(n), keep)), count, k);
+    }
+  }
+  return {take_along(b, sorted, k, dim), take_along(b, pos, k, dim)};
+}
+
+LoweringRule median_dim_rule(bool ignore_nan) {  // median.dim(self, dim, keepdim) -> (values, indices)
+  return [ignore_nan](OpContext& c) -> V {
+    Value x = c.tensor(0);
+    if (x.type.rank() == 0) return {x, s64c(c.b, 0)};
+    int64_t d = c.dim(1, x.type.rank());
+    if (c.out(0).numel() == 0) return {zeros(c.b, c.out(0)), zeros(c.b, c.out(1))};
+    auto [v, i] = median_along(c.b, x, d, ignore_nan);
+    return {c.b.reshape(v, c.out(0).dims), c.b.reshape(i, c.out(1).dims)};
+  };
+}
+
+LoweringRule median_all_rule(bool ignore_nan) {  // median(self): the value only, over every element
+  return [ignore_nan](OpContext& c) -> V {
+    Value x = c.tensor(0);
+    int64_t n = x.type.numel();
+    if (n == 0) return {full(c.b, NAN, c.out(0))};
+    auto [v, i] = median_along(c.b, c.b.reshape(x, {n}), 0, ignore_nan);
+    return {c.b.reshape(v, {})};
+  };
+}
+
+// ---- searchsorted / bucketize ----
+
+// The CPU's binary search, step for step (so unsorted boundaries and NaNs give its answers): per value, while
+// lo < hi: mid = lo + (hi - lo) / 2; go right when !(bd[mid] >= v) (left) or !(bd[mid] > v) (right).
+// `bd` is [B..., n] and `v` [B..., m] (same B) or `bd` is 1-D and `v` anything; `sorter` like `bd` or absent.
+Value binary_search(OpContext& c, const Value& bd, const Value& v, const std::optional<Value>& sorter, bool right) {
+  HloBuilder& b = c.b;
+  int64_t n = bd.type.dims.back();
+  const Dims& dims = v.type.dims;
+  Value lo = s64c(b, 0, dims), hi = s64c(b, static_cast<double>(n), dims);
+  int64_t steps = 0;
+  for (int64_t span = n; span > 0; span >>= 1) ++steps;
+  bool flat = bd.type.rank() == 1;
+  Value vv = flat ? b.reshape(v, {v.type.numel()}) : v;
+  Value lo_f = flat ? b.reshape(lo, vv.type.dims) : lo, hi_f = flat ? b.reshape(hi, vv.type.dims) : hi;
+  Dims fdims = vv.type.dims;
+  int64_t last = static_cast<int64_t>(fdims.size()) - 1;
+  auto fetch = [&](const Value& table, const Value& at) -> Value {
+    if (flat) {
+      Value t = b.broadcast_in_dim(table, {fdims[0], n}, {1});
+      return b.reshape(take_along(b, t, b.reshape(at, {fdims[0], 1}), 1), fdims);
+    }
+    return take_along(b, table, at, last);
+  };
+  for (int64_t s = 0; s < steps; ++s) {
+    Value active = lt(b, lo_f, hi_f);
+    Value mid = add(b, lo_f, b.binary("stablehlo.shift_right_arithmetic", sub(b, hi_f, lo_f), s64c(b, 1, fdims)));
+    Value at = b.binary("stablehlo.minimum", mid, s64c(b, static_cast<double>(n - 1), fdims));
+    if (sorter) at = fetch(*sorter, at);
+    Value mv = fetch(bd, at);
+    Value go_right = lnot(b, right ? gt(b, mv, vv) : ge(b, mv, vv));
+    lo_f = sel(b, land(b, active, go_right), add(b, mid, s64c(b, 1, fdims)), lo_f);
+    hi_f = sel(b, land(b, active, lnot(b, go_right)), mid, hi_f);
+  }
+  return b.reshape(lo_f, dims);
+}
+
+// searchsorted.Tensor(sorted_sequence, self, out_int32, right, side, sorter)
+V searchsorted_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  ElementType t = c.promoted({0, 1});
+  Value bd = c.b.convert(c.tensor(0), t), v = c.b.convert(c.tensor(1), t);
+  int64_t n = bd.type.dims.back();
+  if (n == 0) return {zeros(c.b, o)};
+  bool right = (c.has(3) && c.flag(3)) || (c.has(4) && c.arg(4).toStringRef() == "right");
+  std::optional<Value> sorter;
+  if (c.has(5)) {
+    sorter = c.b.convert(c.tensor(5), kI64);
+    c.check_range(*sorter, 0, n, "torch.searchsorted(): sorter index out of range", std::nullopt, false);
+  }
+  return {c.b.convert(binary_search(c, bd, v, sorter, right), o.dtype)};
+}
+
+// bucketize.Tensor(self, boundaries, out_int32, right) / bucketize.Scalar(self, boundaries, ...)
+V bucketize_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  ElementType t = c.promoted({0, 1});
+  Value bd = c.b.convert(c.tensor(1), t);
+  if (bd.type.dims.back() == 0) return {zeros(c.b, o)};
+  Value v = c.is_tensor(0) ? c.b.convert(c.tensor(0), t) : c.runtime_operand(0, t, {});
+  return {c.b.convert(binary_search(c, bd, v, std::nullopt, c.has(3) && c.flag(3)), o.dtype)};
+}
+
+// ---- factories ----
+
+V trace_rule(OpContext& c) {  // trace(self): the CPU accumulates float in double, bfloat16/half in float
+  TensorType o = c.out(0);
+  Value x = c.tensor(0);
+  ElementType acc = o.dtype == ElementType::kF32 ? ElementType::kF64 : opmath_type(o.dtype);
+  if (!is_floating(o.dtype) && !is_complex(o.dtype)) acc = kI64;
+  Value xa = c.b.convert(x, acc);
+  TensorType it{kI64, x.type.dims};
+  Value diag = eq(c.b, c.b.iota(it, 0), c.b.iota(it, 1));
+  Value kept = sel(c.b, diag, xa, zeros(c.b, xa.type));
+  return {c.b.convert(reduce_sum(c.b, kept, {0, 1}), o.dtype)};
+}
+
+V eye_rule(OpContext& c) {  // eye.out(n, out) / eye.m_out(n, m, out): shape from the result
+  TensorType o = c.out(0);
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  TensorType it{kI64, o.dims};
+  Value diag = eq(c.b, c.b.iota(it, 0), c.b.iota(it, 1));
+  return {sel(c.b, diag, full(c.b, 1, o), zeros(c.b, o))};
+}
+
+// logspace.out(start, end, steps, base, out) as the CPU computes it: start and end rounded to the result type,
+// step = double(end - start) / (steps - 1) (the difference taken in the result type), base ** (start + step * i)
+// in double for the first half and base ** (end - step * (steps - 1 - i)) for the rest, then converted.
+V logspace_rule(OpContext& c) {
+  TensorType o = c.out(0);
+  int64_t n = o.numel();
+  if (n == 0) return {zeros(c.b, o)};
+  HloBuilder& b = c.b;
+  ElementType f = ElementType::kF64;
+  double base = c.scalar(3);
+  Value bs = b.constant(base, f, o.dims);
+  if (n == 1) {
+    Value s = c.b.convert(c.runtime_scalar(c.arg(0).toScalar(), f), f);
+    return {b.convert(b.binary("stablehlo.power", bs, b.broadcast_to(s, o.dims)), o.dtype)};
+  }
+  Value start = c.runtime_scalar(c.arg(0).toScalar(), o.dtype), end = c.runtime_scalar(c.arg(1).toScalar(), o.dtype);
+  Value diff = is_reduced_float(o.dtype)  // a bfloat16/half difference is taken in float and rounded back
+                   ? b.convert(b.convert(sub(b, b.convert(end, ElementType::kF32), b.convert(start, ElementType::kF32)), o.dtype), f)
+                   : b.convert(sub(b, end, start), f);
+  Value step = div(b, diff, b.constant(static_cast<double>(n - 1), f));
+  Value sd = b.broadcast_to(b.convert(start, f), o.dims), ed = b.broadcast_to(b.convert(end, f), o.dims);
+  Value stepd = b.broadcast_to(step, o.dims);
+  Value i = b.iota({f, o.dims}, 0);
+  Value lo = add(b, sd, mul(b, stepd, i));
+  Value hi = sub(b, ed, mul(b, stepd, sub(b, b.constant(static_cast<double>(n - 1), f, o.dims), i)));
+  Value first = lt(b, b.iota({kI64, o.dims}, 0), s64c(b, static_cast<double>(n / 2), o.dims));
+  Value e = sel(b, first, lo, hi);
+  return {b.convert(b.binary("stablehlo.power", bs, e), o.dtype)};
+}
+
+V channel_shuffle_rule(OpContext& c) {  // channel_shuffle(self, groups): [N, g, C/g, *] -> [N, C/g, g, *]
+  Value x = c.tensor(0);
+  int64_t g = c.integer(1);
+  const Dims& d = x.type.dims;
+  TORCH_CHECK(x.type.rank() >= 3, "channel_shuffle expects input to have at least 3 dimensions, but got input with sizes ",
+              c10::IntArrayRef(d));
+  TORCH_CHECK(g > 0, "Number of groups to divide channels in must be positive.", " Value of groups:", g);
+  TORCH_CHECK(d[1] % g == 0, "Number of channels must be divisible by groups. Got ", d[1], " channels and ", g,
+              " groups.");
+  if (x.type.numel() == 0) return {x};
+  Dims split{d[0], g, d[1] / g};
+  split.insert(split.end(), d.begin() + 2, d.end());
+  Dims perm{0, 2, 1};
+  for (int64_t i = 3; i < static_cast<int64_t>(split.size()); ++i) perm.push_back(i);
+  return {c.b.reshape(c.b.transpose(c.b.reshape(x, split), perm), d)};
+}
+
+// ---- take / put_ ----
+
+std::string take_message(int64_t n) {
+  return "out of range: tried to access index {value} on a tensor of " + std::to_string(n) + " elements.";
+}
+
+// Flat indices into `n` elements: range-checked on the device, negatives wrapped.
+Value flat_index(OpContext& c, size_t arg, int64_t n) {
+  Value idx = c.b.convert(c.tensor(arg), kI64);
+  c.check_range(idx, -n, n, take_message(n));
+  Value flat = c.b.reshape(idx, {idx.type.numel()});
+  Value neg = lt(c.b, flat, s64c(c.b, 0, flat.type.dims));
+  return sel(c.b, neg, add(c.b, flat, s64c(c.b, static_cast<double>(n), flat.type.dims)), flat);
+}
+
+V take_rule(OpContext& c) {  // take(self, index)
+  TensorType o = c.out(0);
+  Value x = c.tensor(0);
+  int64_t n = x.type.numel();
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  Value idx = flat_index(c, 1, n);
+  if (n == 0) return {zeros(c.b, o)};  // the check above reports it
+  Value flat = c.b.reshape(x, {n});
+  return {c.b.reshape(take_along(c.b, flat, idx, 0), o.dims)};
+}
+
+V put_rule(OpContext& c) {  // put_(self, index, source, accumulate)
+  Value x = c.tensor(0);
+  int64_t n = x.type.numel();
+  int64_t k = c.inspect(1).toTensor().numel();
+  TORCH_CHECK(c.inspect(2).toTensor().numel() == k, "put_(): Expected source and index to have the same number of "
+              "elements, but got source.numel() = ", c.inspect(2).toTensor().numel(), ", index.numel() = ", k);
+  if (k == 0) return {x};
+  Value idx = flat_index(c, 1, n);
+  if (n == 0) return {x};
+  Value src = c.b.reshape(c.b.convert(c.tensor(2), x.type.dtype), {k});
+  bool accumulate = c.has(3) && c.flag(3);
+  return {c.b.reshape(scatter_rows(c.b, c.b.reshape(x, {n}), idx, src, accumulate), x.type.dims)};
+}
+
+// ---- nonzero_static / masked_scatter ----
+
+// The rank of each true element of a flat mask among the true ones (0-based; garbage where false).
+Value true_ranks(HloBuilder& b, const Value& mask_flat) {
+  Value counts = prefix_sum(b, b.convert(mask_flat, kI64));
+  return sub(b, counts, s64c(b, 1, counts.type.dims));
+}
+
+V nonzero_static_rule(OpContext& c) {  // nonzero_static(self, size, fill_value) -> [size, rank]
+  TensorType o = c.out(0);
+  Value x = c.tensor(0);
+  int64_t r = x.type.rank(), n = x.type.numel(), size = o.dims[0];
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  Value fill = c.operand(2, kI64, o.dims);
+  if (n == 0) return {fill};
+  Value nz = x.type.dtype == ElementType::kPred ? x : ne(c.b, x, zeros(c.b, x.type));
+  Value mask = c.b.reshape(nz, {n});
+  Value ranks = true_ranks(c.b, mask);
+  Value dest = sel(c.b, mask, ranks, s64c(c.b, static_cast<double>(size), {n}));  // past the end: dropped
+  V coords;
+  for (int64_t d = 0; d < r; ++d) coords.push_back(c.b.reshape(c.b.iota({kI64, x.type.dims}, d), {n, 1}));
+  Value rows = coords.size() == 1 ? coords[0] : c.b.concatenate(coords, 1);
+  return {scatter_rows(c.b, fill, dest, rows, false)};
+}
+
+// masked_scatter_(self, mask, source): the i-th true element of the mask (broadcast to self) takes source's i-th
+// element. Too few source elements is the CPU's RuntimeError, found on the device.
+V masked_scatter_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value x = c.tensor(0);
+  int64_t n = x.type.numel();
+  if (n == 0) return {x};
+  Value mask = b.broadcast_to(b.convert(c.tensor(1), ElementType::kPred), x.type.dims);
+  Value mflat = b.reshape(mask, {n});
+  Value src = c.tensor(2);
+  int64_t m = src.type.numel();
+  Value count = b.reduce(b.convert(mflat, kI64), s64c(b, 0), {0}, "stablehlo.add");
+  c.check(gt(b, count, s64c(b, static_cast<double>(m))), "Number of elements of source < number of ones in mask", false);
+  if (m == 0) return {x};
+  Value sflat = b.reshape(b.convert(src, x.type.dtype), {m});
+  Value at = b.binary("stablehlo.minimum", b.binary("stablehlo.maximum", true_ranks(b, mflat), s64c(b, 0, {n})),
+                      s64c(b, static_cast<double>(m - 1), {n}));
+  Value picked = take_along(b, sflat, at, 0);
+  return {b.reshape(sel(b, mflat, picked, b.reshape(x, {n})), x.type.dims)};
+}
+
+// masked_scatter_backward(grad_output, mask, sizes): source's gradient, grad_output's masked elements in order,
+// zeros past them.
+V masked_scatter_backward_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  Value g = c.tensor(0);
+  int64_t n = g.type.numel(), m = o.numel();
+  if (m == 0 || n == 0) return {zeros(b, o)};
+  Value mask = b.reshape(b.broadcast_to(b.convert(c.tensor(1), ElementType::kPred), g.type.dims), {n});
+  Value dest = sel(b, mask, true_ranks(b, mask), s64c(b, static_cast<double>(m), {n}));
+  Value out = scatter_rows(b, zeros(b, {o.dtype, {m}}), dest, b.reshape(b.convert(g, o.dtype), {n}), false);
+  return {b.reshape(out, o.dims)};
+}
+
+// ---- frexp / gcd / lcm ----
+
+// frexp.Tensor(self) -> (mantissa in [0.5, 1) with self's sign, int32 exponent); 0, inf and NaN keep themselves
+// with exponent 0, as std::frexp. Read from the bits: subnormals are scaled up first.
+V frexp_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  TORCH_CHECK(is_floating(o.dtype), "torch.frexp() only supports floating-point dtypes");
+  bool wide = o.dtype == ElementType::kF64;
+  ElementType ft = wide ? ElementType::kF64 : ElementType::kF32, it = wide ? ElementType::kS64 : ElementType::kS32;
+  int mant_bits = wide ? 52 : 23, bias = wide ? 1022 : 126, scale_bits = wide ? 54 : 24;
+  double emask = wide ? 2047 : 255;
+  Value x = b.convert(c.tensor(0), ft);
+  const Dims& d = x.type.dims;
+  Value tiny = lt(b, abs(b, x), b.constant(wide ? 2.2250738585072014e-308 : 1.1754943508222875e-38, ft, d));
+  Value xs = sel(b, tiny, mul(b, x, b.constant(std::ldexp(1.0, scale_bits), ft, d)), x);
+  Value bits = b.op1("stablehlo.bitcast_convert", {xs}, {it, d});
+  Value field = b.binary("stablehlo.and", b.binary("stablehlo.shift_right_logical", bits, b.constant(mant_bits, it, d)),
+                         b.constant(emask, it, d));
+  Value shift = b.binary("stablehlo.shift_left", sub(b, field, b.constant(bias, it, d)), b.constant(mant_bits, it, d));
+  Value mant = b.op1("stablehlo.bitcast_convert", {sub(b, bits, shift)}, {ft, d});
+  Value expo = sub(b, field, b.constant(bias, it, d));
+  expo = sel(b, tiny, sub(b, expo, b.constant(scale_bits, it, d)), expo);
+  Value special = lor(b, eq(b, x, b.constant(0, ft, d)), lnot(b, b.op1("stablehlo.is_finite", {x}, {ElementType::kPred, d})));
+  mant = sel(b, special, x, mant);
+  expo = sel(b, special, b.constant(0, it, d), expo);
+  return {b.convert(mant, o.dtype), b.convert(expo, c.out(1).dtype)};
+}
+
+// The CPU's Euclid: a = |a|, b = |b|; while a != 0: (a, b) = (b % a, a); result b (wrapping like C++).
+Value gcd_value(HloBuilder& b, Value x, Value y) {
+  if (!is_unsigned_integer(x.type.dtype)) {
+    x = abs(b, x);
+    y = abs(b, y);
+  }
+  TensorType t = x.type;
+  std::vector<TensorType> types{t, t};
+  std::string cond = b.region(types, [&](HloBuilder& r, const V& a) -> V {
+    Value nz = ne(r, a[0], zeros(r, t));
+    return {r.reduce(nz, r.constant(0, ElementType::kPred), iota_dims(t.rank()), "stablehlo.or")};
+  });
+  std::string body = b.region(types, [&](HloBuilder& r, const V& a) -> V {
+    Value nz = ne(r, a[0], zeros(r, t));
+    Value safe = sel(r, nz, a[0], r.constant(1, t.dtype, t.dims));
+    Value rem = r.binary("stablehlo.remainder", a[1], safe);
+    return {sel(r, nz, rem, a[0]), sel(r, nz, a[0], a[1])};
+  });
+  return b.op("stablehlo.while", {x, y}, types, "", {cond, body})[1];
+}
+
+LoweringRule gcd_lcm_rule(bool lcm) {  // gcd(self, other) / lcm(self, other), integer types
+  return [lcm](OpContext& c) -> V {
+    TensorType o = c.out(0);
+    TORCH_CHECK_NOT_IMPLEMENTED(!is_floating(o.dtype) && !is_complex(o.dtype) && o.dtype != ElementType::kPred, "\"",
+                                lcm ? "lcm" : "gcd", "_cpu\" not implemented for '",
+                                c10::toString(c.inspect(0).toTensor().scalar_type()), "'");
+    if (o.numel() == 0) return {zeros(c.b, o)};
+    Value x = c.operand(0, o.dtype, o.dims), y = c.operand(1, o.dtype, o.dims);
+    Value g = gcd_value(c.b, x, y);
+    if (!lcm) return {g};
+    Value zero = eq(c.b, g, zeros(c.b, o));
+    Value safe = sel(c.b, zero, full(c.b, 1, o), g);
+    Value v = mul(c.b, div(c.b, x, safe), y);
+    if (!is_unsigned_integer(o.dtype)) v = abs(c.b, v);
+    return {sel(c.b, zero, zeros(c.b, o), v)};
+  };
+}
+
+}  // namespace
+
+void add_selection_rules(Rows& rows) {
+  rows.push_back({{"median.dim", "median.dim_values"}, median_dim_rule(false)});
+  rows.push_back({{"nanmedian.dim", "nanmedian.dim_values"}, median_dim_rule(true)});
+  rows.push_back({{"median", "median.out"}, median_all_rule(false)});
+  rows.push_back({{"nanmedian", "nanmedian.out"}, median_all_rule(true)});
+  rows.push_back({{"searchsorted.Tensor", "searchsorted.Tensor_out"}, searchsorted_rule});
+  rows.push_back({{"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketize.Scalar_out"}, bucketize_rule});
+  rows.push_back({{"trace", "trace.out"}, trace_rule});
+  rows.push_back({{"eye.out", "eye.m_out"}, eye_rule});
+  rows.push_back({{"logspace.out"}, logspace_rule});
+  rows.push_back({{"channel_shuffle", "channel_shuffle.out"}, channel_shuffle_rule});
+  rows.push_back({{"take", "take.out"}, take_rule});
+  rows.push_back({{"put_"}, put_rule});
+  rows.push_back({{"nonzero_static", "nonzero_static.out"}, nonzero_static_rule});
+  rows.push_back({{"masked_scatter_"}, masked_scatter_rule});
+  rows.push_back({{"masked_scatter_backward"}, masked_scatter_backward_rule});
+  rows.push_back({{"frexp.Tensor", "frexp.Tensor_out"}, frexp_rule});
+  rows.push_back({{"gcd", "gcd_", "gcd.out"}, gcd_lcm_rule(false)});
+  rows.push_back({{"lcm", "lcm_", "lcm.out"}, gcd_lcm_rule(true)});
+}
+
+}  // namespace torch_tpu
