@@ -94,6 +94,29 @@ std::pair<Value, Value> sort_with_positions(HloBuilder& b, const Value& x, int64
 
 // ---- median / nanmedian ----
 
+// Where libstdc++'s std::nth_element (introselect) leaves the original position 0..n-1 at position 0 when no
+// element orders before another (nanmedian's all-NaN rows). Such a run compares nothing, so the answer depends on
+// n alone: replay its swaps here.
+int64_t all_equal_nth_first(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  int64_t first = 0, last = n, depth = 0;
+  for (int64_t m = n; m > 1; m >>= 1) ++depth;
+  depth *= 2;
+  while (last - first > 3 && depth-- > 0) {
+    std::swap(v[first], v[first + (last - first) / 2]);  // median of three: nothing compares, the middle moves
+    int64_t lo = first + 1, hi = last;
+    while (true) {  // unguarded partition: no element is less than the pivot or greater than it
+      --hi;
+      if (!(lo < hi)) break;
+      std::swap(v[lo], v[hi]);
+      ++lo;
+    }
+    last = lo;  // the cut lies past position 0
+  }
+  return n > 0 ? v[0] : 0;
+}
+
 // The CPU picks, along `dim`, the element at position k of a stable sort: k = (n - 1) / 2 for median (a row with a
 // NaN gives its first NaN), k = (non-NaN count - 1) / 2 for nanmedian (an all-NaN row gives its first NaN).
 std::pair<Value, Value> median_along(HloBuilder& b, const Value& x, int64_t dim, bool ignore_nan) {
@@ -112,7 +135,13 @@ std::pair<Value, Value> median_along(HloBuilder& b, const Value& x, int64_t dim,
       k = sel(b, lt(b, count, s64c(b, static_cast<double>(n), keep)), count, k);
     }
   }
-  return {take_along(b, sorted, k, dim), take_along(b, pos, k, dim)};
+  Value index = take_along(b, pos, k, dim);
+  if (ignore_nan && is_floating(x.type.dtype)) {
+    Value count = b.reduce(b.convert(lnot(b, isnan(b, x)), kI64), s64c(b, 0), {dim}, "stablehlo.add");
+    Value all_nan = eq(b, b.reshape(count, keep), s64c(b, 0, keep));
+    index = sel(b, all_nan, s64c(b, static_cast<double>(all_equal_nth_first(n)), keep), index);
+  }
+  return {take_along(b, sorted, k, dim), index};
 }
 
 LoweringRule median_dim_rule(bool ignore_nan) {  // median.dim(self, dim, keepdim) -> (values, indices)
@@ -373,29 +402,47 @@ V masked_scatter_backward_rule(OpContext& c) {
 // ---- frexp / gcd / lcm ----
 
 // frexp.Tensor(self) -> (mantissa in [0.5, 1) with self's sign, int32 exponent); 0, inf and NaN keep themselves
-// with exponent 0, as std::frexp. Read from the bits: subnormals are scaled up first.
+// with exponent 0, as std::frexp. Worked out on the bits alone: XLA's CPU flushes subnormal operands of float
+// arithmetic to zero, so subnormals are normalised through a count of leading zeros.
 V frexp_rule(OpContext& c) {
   HloBuilder& b = c.b;
   TensorType o = c.out(0);
   TORCH_CHECK(is_floating(o.dtype), "torch.frexp() only supports floating-point dtypes");
   bool wide = o.dtype == ElementType::kF64;
   ElementType ft = wide ? ElementType::kF64 : ElementType::kF32, it = wide ? ElementType::kS64 : ElementType::kS32;
-  int mant_bits = wide ? 52 : 23, bias = wide ? 1022 : 126, scale_bits = wide ? 54 : 24;
-  double emask = wide ? 2047 : 255;
-  Value x = b.convert(c.tensor(0), ft);
-  const Dims& d = x.type.dims;
-  Value tiny = lt(b, abs(b, x), b.constant(wide ? 2.2250738585072014e-308 : 1.1754943508222875e-38, ft, d));
-  Value xs = sel(b, tiny, mul(b, x, b.constant(std::ldexp(1.0, scale_bits), ft, d)), x);
-  Value bits = b.op1("stablehlo.bitcast_convert", {xs}, {it, d});
-  Value field = b.binary("stablehlo.and", b.binary("stablehlo.shift_right_logical", bits, b.constant(mant_bits, it, d)),
-                         b.constant(emask, it, d));
-  Value shift = b.binary("stablehlo.shift_left", sub(b, field, b.constant(bias, it, d)), b.constant(mant_bits, it, d));
-  Value mant = b.op1("stablehlo.bitcast_convert", {sub(b, bits, shift)}, {ft, d});
-  Value expo = sub(b, field, b.constant(bias, it, d));
-  expo = sel(b, tiny, sub(b, expo, b.constant(scale_bits, it, d)), expo);
-  Value special = lor(b, eq(b, x, b.constant(0, ft, d)), lnot(b, b.op1("stablehlo.is_finite", {x}, {ElementType::kPred, d})));
+  int64_t mb = wide ? 52 : 23, bias = wide ? 1022 : 126, width = wide ? 64 : 32;
+  Value input = c.tensor(0);
+  const Dims& d = input.type.dims;
+  auto k = [&](double v) { return b.constant(v, it, d); };
+  Value bits;
+  if (input.type.dtype == ElementType::kBF16) {  // bfloat16 is the top half of a float: move its bits there
+    Value half = b.op1("stablehlo.bitcast_convert", {input}, {ElementType::kU16, d});
+    bits = b.binary("stablehlo.shift_left", b.convert(half, it), k(16));
+  } else {
+    bits = b.op1("stablehlo.bitcast_convert", {b.convert(input, ft)}, {it, d});
+  }
+  Value abs_bits = b.binary("stablehlo.shift_right_logical", b.binary("stablehlo.shift_left", bits, k(1)), k(1));
+  Value sign = sub(b, bits, abs_bits);
+  Value field = b.binary("stablehlo.shift_right_logical", abs_bits, k(static_cast<double>(mb)));
+  Value frac = sub(b, abs_bits, b.binary("stablehlo.shift_left", field, k(static_cast<double>(mb))));
+  // Subnormal: the top set bit p of frac gives exponent p + 1 - (bias + mb) and the fraction shifted up past it.
+  Value top = sub(b, k(static_cast<double>(width - 1)), b.unary("stablehlo.count_leading_zeros", frac));
+  Value shifted = b.binary("stablehlo.shift_left", frac, sub(b, k(static_cast<double>(mb)), top));
+  Value one = b.binary("stablehlo.shift_left", k(1), k(static_cast<double>(mb)));
+  Value sub_frac = b.binary("stablehlo.and", shifted, sub(b, one, k(1)));
+  Value sub_exp = sub(b, add(b, top, k(1)), k(static_cast<double>(bias + mb)));
+  Value subnormal = eq(b, field, k(0));
+  Value out_frac = sel(b, subnormal, sub_frac, frac);
+  Value expo = sel(b, subnormal, sub_exp, sub(b, field, k(static_cast<double>(bias))));
+  Value mbits = b.binary("stablehlo.or", b.binary("stablehlo.or", sign, b.binary("stablehlo.shift_left", k(static_cast<double>(bias)),
+                                                                               k(static_cast<double>(mb)))),
+                         out_frac);
+  Value mant = b.op1("stablehlo.bitcast_convert", {mbits}, {ft, d});
+  Value max_field = k(wide ? 2047 : 255);
+  Value special = lor(b, eq(b, abs_bits, k(0)), eq(b, field, max_field));
+  Value x = b.convert(input, ft);
   mant = sel(b, special, x, mant);
-  expo = sel(b, special, b.constant(0, it, d), expo);
+  expo = sel(b, special, k(0), expo);
   return {b.convert(mant, o.dtype), b.convert(expo, c.out(1).dtype)};
 }
 
