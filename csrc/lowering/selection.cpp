@@ -165,6 +165,117 @@ LoweringRule median_all_rule(bool ignore_nan) {  // median(self): the value only
   };
 }
 
+// ---- kthvalue ----
+
+// kthvalue(self, k, dim, keepdim): the CPU runs Sedgewick's quickselect on each row (median-of-three pivot,
+// NaN above everything) and reports the element that lands at k - 1 and its original position, so with ties the
+// index depends on the exact swaps. This replays that algorithm on the device, one step of a per-row state machine
+// per loop trip for all rows at once:
+//   0: a new round: 1 element left: done; 2: order them, done; else swap(P, L + 1)        -> 5
+//   5, 6, 7: the three compare-swaps of the median of three; 7 also sets i, j and piv    -> 1
+//   1: i++ while piv > a[i] (NaN-aware)  2: j-- while a[j] > piv  3: j < i ? place the pivot, narrow [L, R] -> 0
+//      : swap(i, j) -> 1                 4: done
+Value row_get(HloBuilder& b, const Value& arr, const Value& pos) {
+  int64_t rows = arr.type.dims[0], n = arr.type.dims[1];
+  Value at = b.binary("stablehlo.minimum", b.binary("stablehlo.maximum", pos, s64c(b, 0, {rows})), s64c(b, static_cast<double>(n - 1), {rows}));
+  return b.reshape(take_along(b, arr, b.reshape(at, {rows, 1}), 1), {rows});
+}
+
+// Swaps arr[r, p[r]] and arr[r, q[r]] in the rows where `go` holds.
+Value row_swap(HloBuilder& b, const Value& arr, const Value& p, const Value& q, const Value& go) {
+  int64_t rows = arr.type.dims[0];
+  Value vp = row_get(b, arr, p), vq = row_get(b, arr, q);
+  Value at_p = sel(b, go, vq, vp), at_q = sel(b, go, vp, vq);
+  Value row = b.reshape(b.iota({kI64, {rows}}, 0), {rows, 1, 1});
+  Value pos = b.concatenate({b.reshape(p, {rows, 1, 1}), b.reshape(q, {rows, 1, 1})}, 1);
+  Value points = b.concatenate({b.concatenate({row, row}, 1), pos}, 2);  // [rows, 2, 2]
+  Value upd = b.concatenate({b.reshape(at_p, {rows, 1}), b.reshape(at_q, {rows, 1})}, 1);
+  TensorType scalar{arr.type.dtype, {}};
+  std::string body = b.region({scalar, scalar}, [&](HloBuilder&, const V& a) -> V { return {a[1]}; });
+  return b.op1("stablehlo.scatter", {arr, points, upd}, arr.type,
+               "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1], "
+               "scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 2>, indices_are_sorted = false, "
+               "unique_indices = false",
+               {body});
+}
+
+// gt_or_nan(x, y): x > y, or x is NaN and y is not.
+Value gt_or_nan(HloBuilder& b, const Value& x, const Value& y) {
+  Value r = gt(b, x, y);
+  if (is_floating(x.type.dtype)) r = lor(b, r, land(b, isnan(b, x), lnot(b, isnan(b, y))));
+  return r;
+}
+
+V kthvalue_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value x = c.tensor(0);
+  int64_t k = c.integer(1);
+  if (x.type.rank() == 0) return {x, s64c(b, 0)};
+  int64_t r = x.type.rank(), d = c.dim(2, r), n = x.type.dims[d];
+  TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", d);
+  if (c.out(0).numel() == 0) return {zeros(b, c.out(0)), zeros(b, c.out(1))};
+  Dims perm;
+  for (int64_t i = 0; i < r; ++i) {
+    if (i != d) perm.push_back(i);
+  }
+  perm.push_back(d);
+  int64_t rows = x.type.numel() / n;
+  Value a = b.reshape(b.transpose(x, perm), {rows, n});
+  Value ix = b.iota({kI64, {rows, n}}, 1);
+  Dims rd{rows};
+  auto num = [&](HloBuilder& rb, double v) { return s64c(rb, v, rd); };
+  V init{a, ix, num(b, 0), num(b, static_cast<double>(n - 1)), num(b, 0), num(b, 0), b.constant(0, a.type.dtype, rd), num(b, 0)};
+  std::vector<TensorType> types;
+  for (const Value& v : init) types.push_back(v.type);
+  std::string cond = b.region(types, [&](HloBuilder& rb, const V& s) -> V {
+    return {rb.reduce(ne(rb, s[7], num(rb, 4)), rb.constant(0, ElementType::kPred), {0}, "stablehlo.or")};
+  });
+  std::string body = b.region(types, [&](HloBuilder& rb, const V& s) -> V {
+    const Value &A = s[0], &I = s[1], &L = s[2], &R = s[3], &i = s[4], &j = s[5], &piv = s[6], &ph = s[7];
+    auto is = [&](double p) { return eq(rb, ph, num(rb, p)); };
+    auto pick = [&](const std::vector<std::pair<Value, Value>>& cases, const Value& otherwise) {
+      Value out = otherwise;
+      for (auto it = cases.rbegin(); it != cases.rend(); ++it) out = sel(rb, it->first, it->second, out);
+      return out;
+    };
+    Value one = num(rb, 1);
+    Value L1 = add(rb, L, one), P = rb.binary("stablehlo.shift_right_arithmetic", add(rb, L, R), one);
+    Value aL = row_get(rb, A, L), aR = row_get(rb, A, R), aL1 = row_get(rb, A, L1);
+    Value i1 = add(rb, i, one), j1 = sub(rb, j, one);
+    Value ai1 = row_get(rb, A, i1), aj1 = row_get(rb, A, j1);
+    Value two = eq(rb, R, L1), more = gt(rb, R, L1);
+    Value crossed = lt(rb, j, i);
+    // The one swap of this step: (p, q) and whether it happens.
+    Value p = pick({{is(0), sel(rb, two, L, P)}, {is(5), L1}, {is(6), L}, {is(7), L1}, {is(3), sel(rb, crossed, L, i)}}, L);
+    Value q = pick({{is(0), sel(rb, two, R, L1)}, {is(5), R}, {is(6), R}, {is(7), L}, {is(3), j}}, L);
+    Value go = pick({{is(0), lor(rb, land(rb, two, gt_or_nan(rb, aL, aR)), more)},
+                     {is(5), gt_or_nan(rb, aL1, aR)},
+                     {is(6), gt_or_nan(rb, aL, aR)},
+                     {is(7), gt_or_nan(rb, aL1, aL)},
+                     {is(3), rb.constant(1, ElementType::kPred, rd)}},
+                    rb.constant(0, ElementType::kPred, rd));
+    Value A2 = row_swap(rb, A, p, q, go), I2 = row_swap(rb, I, p, q, go);
+    // Scalars of the state machine.
+    Value kk = num(rb, static_cast<double>(k - 1));
+    Value next_i = pick({{is(7), L1}, {is(1), i1}}, i);
+    Value next_j = pick({{is(7), R}, {is(2), j1}}, j);
+    Value next_piv = sel(rb, is(7), sel(rb, go, aL1, aL), piv);
+    Value next_L = sel(rb, land(rb, is(3), land(rb, crossed, le(rb, j, kk))), i, L);
+    Value next_R = sel(rb, land(rb, is(3), land(rb, crossed, ge(rb, j, kk))), j1, R);
+    Value ph0 = sel(rb, more, num(rb, 5), num(rb, 4));
+    Value ph1 = sel(rb, gt_or_nan(rb, piv, ai1), num(rb, 1), num(rb, 2));
+    Value ph2 = sel(rb, gt_or_nan(rb, aj1, piv), num(rb, 2), num(rb, 3));
+    Value ph3 = sel(rb, crossed, num(rb, 0), num(rb, 1));
+    Value next_ph = pick({{is(0), ph0}, {is(5), num(rb, 6)}, {is(6), num(rb, 7)}, {is(7), num(rb, 1)}, {is(1), ph1},
+                          {is(2), ph2}, {is(3), ph3}},
+                         ph);
+    return {A2, I2, next_L, next_R, next_i, next_j, next_piv, next_ph};
+  });
+  V res = b.op("stablehlo.while", init, types, "", {cond, body});
+  Value kcol = s64c(b, static_cast<double>(k - 1), {rows, 1});
+  return {b.reshape(take_along(b, res[0], kcol, 1), c.out(0).dims), b.reshape(take_along(b, res[1], kcol, 1), c.out(1).dims)};
+}
+
 // ---- searchsorted / bucketize ----
 
 // The CPU's binary search, step for step (so unsorted boundaries and NaNs give its answers): per value, while
@@ -492,6 +603,7 @@ void add_selection_rules(Rows& rows) {
   rows.push_back({{"nanmedian.dim", "nanmedian.dim_values"}, median_dim_rule(true)});
   rows.push_back({{"median", "median.out"}, median_all_rule(false)});
   rows.push_back({{"nanmedian", "nanmedian.out"}, median_all_rule(true)});
+  rows.push_back({{"kthvalue", "kthvalue.values"}, kthvalue_rule});
   rows.push_back({{"searchsorted.Tensor", "searchsorted.Tensor_out"}, searchsorted_rule});
   rows.push_back({{"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketize.Scalar_out"}, bucketize_rule});
   rows.push_back({{"trace", "trace.out"}, trace_rule});
