@@ -84,6 +84,31 @@ def test_median_out():
     exact(fn, ties(4, 5).float())
 
 
+# ---- kthvalue (the CPU's quickselect replayed: tied values report the CPU's index) ----
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_kthvalue_ties(dtype):
+    # Each (shape, k) compiles its own while loop: a few cases that exercise every branch of the quickselect.
+    for shape, dim, ks in [((9,), 0, (1, 5)), ((4, 7), 1, (2, 7)), ((3, 17), -1, (9,))]:
+        x = ties(*shape).to(dtype)
+        for k in ks:
+            exact(lambda t, k=k, dim=dim: torch.kthvalue(t, k, dim), x)
+    exact(lambda t: torch.kthvalue(t, 3, 0, keepdim=True), ties(5, 2).to(dtype))
+
+
+def test_kthvalue_nan_grad_and_scalars():
+    x = ties(5, 8).float()
+    x[x == 1] = nan
+    x[2, :] = nan
+    for k in (1, 6):
+        exact(lambda t, k=k: torch.kthvalue(t, k, 1), x)
+    exact(lambda t: torch.kthvalue(t, 3, 0), x)
+    check(lambda t: torch.kthvalue(t, 2, 0)[0], r(4, 3).t())
+    exact(lambda t: torch.kthvalue(t, 1), torch.tensor(1.5))
+    exact(lambda t: torch.kthvalue(t, 40, 1), (r(2, 64) * 2).round())
+
+
 # ---- searchsorted / bucketize ----
 
 
