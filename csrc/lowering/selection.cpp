@@ -276,6 +276,139 @@ V kthvalue_rule(OpContext& c) {
   return {b.reshape(take_along(b, res[0], kcol, 1), c.out(0).dims), b.reshape(take_along(b, res[1], kcol, 1), c.out(1).dims)};
 }
 
+// ---- mode ----
+
+// mode(self, dim, keepdim): the CPU sorts (value, position) pairs by value with std::sort and reports the smallest
+// most frequent value and the position of the last of its copies in that sorted order, which for ties depends on
+// libstdc++'s introsort. Its final insertion sort is stable, so the order of equal values is the one its
+// partitioning phase leaves: that phase is replayed here step for step (rows over 16 elements), then a stable sort
+// finishes. Ranges left by the depth limit go to a heapsort that is not replayed: such rows raise instead.
+//   0: range > 16: median of three to the front -> 1; else pop a range (none left: 4)
+//   1: lo++ while a[lo] < pivot, then hi-- -> 2   2: hi-- while pivot < a[hi] -> 3
+//   3: lo < hi ? swap, lo++ -> 1 : push [lo, last), continue with [first, lo) -> 0
+std::pair<Value, Value> introsort_partitions(OpContext& c, const Value& a0, Value& bad) {
+  HloBuilder& b = c.b;
+  int64_t rows = a0.type.dims[0], n = a0.type.dims[1];
+  int64_t depth0 = 0;
+  for (int64_t m = n; m > 1; m >>= 1) ++depth0;
+  depth0 *= 2;
+  int64_t stack = depth0 + 1;
+  Dims rd{rows}, sd{rows, stack};
+  auto num = [&](HloBuilder& rb, double v) { return s64c(rb, v, rd); };
+  V init{a0, b.iota({kI64, {rows, n}}, 1), s64c(b, 0, sd), s64c(b, 0, sd), s64c(b, 0, sd), num(b, 0), num(b, 0),
+         num(b, static_cast<double>(n)), num(b, static_cast<double>(depth0)), num(b, 0), num(b, 0), num(b, 0),
+         b.constant(0, ElementType::kPred, rd)};
+  std::vector<TensorType> types;
+  for (const Value& v : init) types.push_back(v.type);
+  std::string cond = b.region(types, [&](HloBuilder& rb, const V& s) -> V {
+    return {rb.reduce(ne(rb, s[11], num(rb, 4)), rb.constant(0, ElementType::kPred), {0}, "stablehlo.or")};
+  });
+  std::string body = b.region(types, [&](HloBuilder& rb, const V& s) -> V {
+    const Value &A = s[0], &I = s[1], &SF = s[2], &SL = s[3], &SD = s[4], &sp = s[5], &first = s[6], &last = s[7],
+                &depth = s[8], &lo = s[9], &hi = s[10], &ph = s[11], &stuck = s[12];
+    auto is = [&](double p) { return eq(rb, ph, num(rb, p)); };
+    Value one = num(rb, 1);
+    Value big = gt(rb, sub(rb, last, first), num(rb, 16));
+    Value exhausted = land(rb, is(0), land(rb, big, eq(rb, depth, num(rb, 0))));
+    Value split = land(rb, is(0), land(rb, big, lnot(rb, exhausted)));
+    Value pop = land(rb, is(0), lnot(rb, split));
+    // Median of three of a[first + 1], a[mid], a[last - 1], moved to the front.
+    Value pa = add(rb, first, one), pb = add(rb, first, rb.binary("stablehlo.shift_right_arithmetic", sub(rb, last, first), one)),
+          pc = sub(rb, last, one);
+    Value va = row_get(rb, A, pa), vb = row_get(rb, A, pb), vc = row_get(rb, A, pc);
+    Value ab = lt(rb, va, vb), bc = lt(rb, vb, vc), ac = lt(rb, va, vc);
+    Value med = sel(rb, ab, sel(rb, bc, pb, sel(rb, ac, pc, pa)), sel(rb, ac, pa, sel(rb, bc, pc, pb)));
+    Value piv = row_get(rb, A, first), alo = row_get(rb, A, lo), ahi = row_get(rb, A, hi);
+    Value lo_less = lt(rb, alo, piv), hi_more = lt(rb, piv, ahi), open = lt(rb, lo, hi);
+    Value swap3 = land(rb, is(3), open), cut = land(rb, is(3), lnot(rb, open));
+    Value p = sel(rb, split, first, lo), q = sel(rb, split, med, hi);
+    Value go = lor(rb, split, swap3);
+    Value A2 = row_swap(rb, A, p, q, go), I2 = row_swap(rb, I, p, q, go);
+    // The range stack: push [lo, last) at a cut, pop at a small range.
+    Value slot = rb.iota({kI64, sd}, 1);
+    Value at_sp = land(rb, eq(rb, slot, rb.broadcast_in_dim(sp, sd, {0})), rb.broadcast_in_dim(cut, sd, {0}));
+    Value new_depth = sel(rb, split, sub(rb, depth, one), depth);
+    Value SF2 = sel(rb, at_sp, rb.broadcast_in_dim(lo, sd, {0}), SF);
+    Value SL2 = sel(rb, at_sp, rb.broadcast_in_dim(last, sd, {0}), SL);
+    Value SD2 = sel(rb, at_sp, rb.broadcast_in_dim(depth, sd, {0}), SD);
+    Value empty = eq(rb, sp, num(rb, 0));
+    Value top = rb.binary("stablehlo.maximum", sub(rb, sp, one), num(rb, 0));
+    auto peek = [&](const Value& st) { return rb.reshape(take_along(rb, st, rb.reshape(top, {rows, 1}), 1), rd); };
+    Value popping = land(rb, pop, lnot(rb, empty));
+    Value next_first = sel(rb, popping, peek(SF), first);
+    Value next_last = sel(rb, popping, peek(SL), sel(rb, cut, lo, last));
+    Value next_depth = sel(rb, popping, peek(SD), new_depth);
+    Value next_sp = sel(rb, popping, sub(rb, sp, one), sel(rb, cut, add(rb, sp, one), sp));
+    Value next_lo = sel(rb, split, add(rb, first, one),
+                        sel(rb, land(rb, is(1), lo_less), add(rb, lo, one), sel(rb, swap3, add(rb, lo, one), lo)));
+    Value next_hi = sel(rb, split, last,
+                        sel(rb, land(rb, is(1), lnot(rb, lo_less)), sub(rb, hi, one),
+                            sel(rb, land(rb, is(2), hi_more), sub(rb, hi, one), hi)));
+    Value next_ph = sel(rb, split, num(rb, 1),
+                        sel(rb, pop, sel(rb, empty, num(rb, 4), num(rb, 0)),
+                            sel(rb, exhausted, num(rb, 4),
+                                sel(rb, is(1), sel(rb, lo_less, num(rb, 1), num(rb, 2)),
+                                    sel(rb, is(2), sel(rb, hi_more, num(rb, 2), num(rb, 3)),
+                                        sel(rb, is(3), sel(rb, open, num(rb, 1), num(rb, 0)), ph))))));
+    return {A2, I2, SF2, SL2, SD2, next_sp, next_first, next_last, next_depth, next_lo, next_hi, next_ph,
+            lor(rb, stuck, exhausted)};
+  });
+  V res = b.op("stablehlo.while", init, types, "", {cond, body});
+  bad = res[12];
+  return {res[0], res[1]};
+}
+
+V mode_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  Value x = c.tensor(0);
+  if (x.type.rank() == 0) return {x, s64c(b, 0)};
+  int64_t r = x.type.rank(), d = c.dim(1, r), n = x.type.dims[d];
+  if (c.out(0).numel() == 0) return {zeros(b, c.out(0)), zeros(b, c.out(1))};
+  Dims perm;
+  for (int64_t i = 0; i < r; ++i) {
+    if (i != d) perm.push_back(i);
+  }
+  perm.push_back(d);
+  int64_t rows = x.type.numel() / n;
+  Value a = b.reshape(b.transpose(x, perm), {rows, n});
+  bool boolean = a.type.dtype == ElementType::kPred;
+  if (boolean) a = b.convert(a, ElementType::kU8);
+  Value ix = b.iota({kI64, {rows, n}}, 1);
+  if (n > 16) {
+    Value stuck;
+    std::tie(a, ix) = introsort_partitions(c, a, stuck);
+    c.check(stuck, "mode(): this input sends the CPU's introsort into its heapsort fallback, which tpu does not replay",
+            false);
+  }
+  // Stable sort by value: equal values keep the order the partitioning left, as the CPU's insertion sort does.
+  TensorType s{a.type.dtype, {}}, si{kI64, {}};
+  std::string cmp = b.region({s, s, si, si}, [&](HloBuilder& rb, const V& v) -> V { return {lt(rb, v[0], v[1])}; });
+  V sorted = b.op("stablehlo.sort", {a, ix}, {a.type, ix.type}, "dimension = 1 : i64, is_stable = true", {cmp});
+  const Value &sv = sorted[0], &si_ = sorted[1];
+  Dims sd{rows, n};
+  Value pos = b.iota({kI64, sd}, 1);
+  // Runs of equal values: a run starts where the value changes; its length is known at its last element.
+  Value prev = b.concatenate({b.slice(sv, {0, 0}, {rows, 1}), b.slice(sv, {0, 0}, {rows, n - 1})}, 1);
+  Value next = b.concatenate({b.slice(sv, {0, 1}, {rows, n}), b.slice(sv, {0, n - 1}, {rows, n})}, 1);
+  Value starts = lor(b, eq(b, pos, s64c(b, 0, sd)), ne(b, sv, prev));
+  Value ends = lor(b, eq(b, pos, s64c(b, static_cast<double>(n - 1), sd)), ne(b, sv, next));
+  TensorType it{kI64, {}};
+  std::string mx = b.region({it, it}, [&](HloBuilder& rb, const V& v) -> V { return {rb.binary("stablehlo.maximum", v[0], v[1])}; });
+  Value start_pos = b.op1("stablehlo.reduce_window", {sel(b, starts, pos, s64c(b, 0, sd)), s64c(b, 0)}, {kI64, sd},
+                          "window_dimensions = array<i64: 1, " + std::to_string(n) + ">, window_strides = array<i64: 1, 1>, "
+                          "padding = dense<[[0, 0], [" + std::to_string(n - 1) + ", 0]]> : tensor<2x2xi64>",
+                          {mx});
+  Value len = sel(b, ends, add(b, sub(b, pos, start_pos), s64c(b, 1, sd)), s64c(b, 0, sd));
+  Value best = b.reduce(len, s64c(b, 0), {1}, "stablehlo.maximum");
+  Value hit = eq(b, len, b.broadcast_in_dim(best, sd, {0}));
+  Value first_hit = b.reduce(sel(b, hit, pos, s64c(b, static_cast<double>(n), sd)), s64c(b, static_cast<double>(n)), {1},
+                             "stablehlo.minimum");
+  Value col = b.reshape(first_hit, {rows, 1});
+  Value value = b.reshape(take_along(b, sv, col, 1), c.out(0).dims);
+  if (boolean) value = b.convert(value, ElementType::kPred);
+  return {value, b.reshape(take_along(b, si_, col, 1), c.out(1).dims)};
+}
+
 // ---- searchsorted / bucketize ----
 
 // The CPU's binary search, step for step (so unsorted boundaries and NaNs give its answers): per value, while
@@ -604,6 +737,7 @@ void add_selection_rules(Rows& rows) {
   rows.push_back({{"median", "median.out"}, median_all_rule(false)});
   rows.push_back({{"nanmedian", "nanmedian.out"}, median_all_rule(true)});
   rows.push_back({{"kthvalue", "kthvalue.values"}, kthvalue_rule});
+  rows.push_back({{"mode", "mode.values"}, mode_rule});
   rows.push_back({{"searchsorted.Tensor", "searchsorted.Tensor_out"}, searchsorted_rule});
   rows.push_back({{"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketize.Scalar_out"}, bucketize_rule});
   rows.push_back({{"trace", "trace.out"}, trace_rule});
