@@ -280,9 +280,9 @@ V kthvalue_rule(OpContext& c) {
 
 // mode(self, dim, keepdim): the CPU sorts (value, position) pairs by value with std::sort and reports the smallest
 // most frequent value and the position of the last of its copies in that sorted order, which for ties depends on
-// libstdc++'s introsort. Its final insertion sort is stable, so the order of equal values is the one its
-// partitioning phase leaves: that phase is replayed here step for step (rows over 16 elements), then a stable sort
-// finishes. Ranges left by the depth limit go to a heapsort that is not replayed: such rows raise instead.
+// libstdc++'s introsort. Both of its phases are replayed here step for step: the partitioning (rows over 16
+// elements) and the final insertion sort, so ties and even NaN (which `<` does not order) come out as on the CPU.
+// Ranges left by the depth limit go to a heapsort that is not replayed: such rows raise instead.
 //   0: range > 16: median of three to the front -> 1; else pop a range (none left: 4)
 //   1: lo++ while a[lo] < pivot, then hi-- -> 2   2: hi-- while pivot < a[hi] -> 3
 //   3: lo < hi ? swap, lo++ -> 1 : push [lo, last), continue with [first, lo) -> 0
@@ -358,6 +358,47 @@ std::pair<Value, Value> introsort_partitions(OpContext& c, const Value& a0, Valu
   return {res[0], res[1]};
 }
 
+// libstdc++'s final insertion sort, replayed one move per loop trip: positions 1..15 (1..n-1 for n <= 16) go to
+// the front in one rotation when less than the first element, otherwise (and for every later position) the element
+// walks left while it is less than its left neighbour. Replaying it (rather than sorting) keeps the CPU's answer
+// even for NaN, which `<` does not order.
+std::pair<Value, Value> final_insertion_sort(HloBuilder& b, const Value& a0, const Value& i0) {
+  int64_t rows = a0.type.dims[0], n = a0.type.dims[1];
+  Dims rd{rows}, sd{rows, n};
+  auto num = [&](HloBuilder& rb, double v) { return s64c(rb, v, rd); };
+  V init{a0, i0, num(b, 1), num(b, 1), num(b, 0)};  // A, I, i (next to insert), j (where it is now), phase
+  std::vector<TensorType> types;
+  for (const Value& v : init) types.push_back(v.type);
+  std::string cond = b.region(types, [&](HloBuilder& rb, const V& s) -> V {
+    return {rb.reduce(lt(rb, s[2], num(rb, static_cast<double>(n))), rb.constant(0, ElementType::kPred), {0}, "stablehlo.or")};
+  });
+  std::string body = b.region(types, [&](HloBuilder& rb, const V& s) -> V {
+    const Value &A = s[0], &I = s[1], &i = s[2], &j = s[3], &ph = s[4];
+    Value one = num(rb, 1), zero = num(rb, 0);
+    Value live = lt(rb, i, num(rb, static_cast<double>(n)));
+    Value start = land(rb, live, eq(rb, ph, zero)), walk = land(rb, live, eq(rb, ph, one));
+    Value ai = row_get(rb, A, i), a0v = row_get(rb, A, zero);
+    Value guarded = lt(rb, i, num(rb, static_cast<double>(std::min<int64_t>(16, n))));
+    Value to_front = land(rb, start, land(rb, guarded, lt(rb, ai, a0v)));
+    // Rotation of [0, i] one to the right for the rows that move their element to the front.
+    Value k = rb.iota({kI64, sd}, 1), ib = rb.broadcast_in_dim(i, sd, {0});
+    Value src = sel(rb, eq(rb, k, s64c(rb, 0, sd)), ib, sel(rb, le(rb, k, ib), sub(rb, k, s64c(rb, 1, sd)), k));
+    src = sel(rb, rb.broadcast_in_dim(to_front, sd, {0}), src, k);
+    Value A1 = take_along(rb, A, src, 1), I1 = take_along(rb, I, src, 1);
+    // One step left for the walking rows.
+    Value jm = rb.binary("stablehlo.maximum", sub(rb, j, one), zero);
+    Value step = land(rb, walk, land(rb, gt(rb, j, zero), lt(rb, row_get(rb, A1, j), row_get(rb, A1, jm))));
+    Value A2 = row_swap(rb, A1, jm, j, step), I2 = row_swap(rb, I1, jm, j, step);
+    Value finished = lor(rb, to_front, land(rb, walk, lnot(rb, step)));
+    Value next_i = sel(rb, finished, add(rb, i, one), i);
+    Value next_j = sel(rb, finished, add(rb, i, one), sel(rb, step, jm, sel(rb, start, i, j)));
+    Value next_ph = sel(rb, finished, zero, sel(rb, start, one, ph));
+    return {A2, I2, next_i, next_j, next_ph};
+  });
+  V res = b.op("stablehlo.while", init, types, "", {cond, body});
+  return {res[0], res[1]};
+}
+
 V mode_rule(OpContext& c) {
   HloBuilder& b = c.b;
   Value x = c.tensor(0);
@@ -380,11 +421,8 @@ V mode_rule(OpContext& c) {
     c.check(stuck, "mode(): this input sends the CPU's introsort into its heapsort fallback, which tpu does not replay",
             false);
   }
-  // Stable sort by value: equal values keep the order the partitioning left, as the CPU's insertion sort does.
-  TensorType s{a.type.dtype, {}}, si{kI64, {}};
-  std::string cmp = b.region({s, s, si, si}, [&](HloBuilder& rb, const V& v) -> V { return {lt(rb, v[0], v[1])}; });
-  V sorted = b.op("stablehlo.sort", {a, ix}, {a.type, ix.type}, "dimension = 1 : i64, is_stable = true", {cmp});
-  const Value &sv = sorted[0], &si_ = sorted[1];
+  Value sv = a, si_ = ix;
+  if (n > 1) std::tie(sv, si_) = final_insertion_sort(b, a, ix);
   Dims sd{rows, n};
   Value pos = b.iota({kI64, sd}, 1);
   // Runs of equal values: a run starts where the value changes; its length is known at its last element.

@@ -109,6 +109,27 @@ def test_kthvalue_nan_grad_and_scalars():
     exact(lambda t: torch.kthvalue(t, 40, 1), (r(2, 64) * 2).round())
 
 
+# ---- mode (libstdc++'s introsort replayed: the CPU's index among tied values) ----
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_mode_ties(dtype):
+    for shape, dim, hi in [((9,), 0, 3), ((3, 16), 1, 4), ((2, 40), -1, 3), ((120, 2), 0, 10), ((2, 3, 5), 1, 2)]:
+        x = ties(*shape, lo=-hi, hi=hi).to(dtype)
+        exact(lambda t, dim=dim: torch.mode(t, dim), x)
+    exact(lambda t: torch.mode(t, 0, keepdim=True), ties(20, 3).to(dtype))
+
+
+def test_mode_nan_and_scalars():
+    x = ties(3, 50).float()
+    x[x == 1] = nan
+    exact(lambda t: torch.mode(t, 1), x)
+    exact(lambda t: torch.mode(t, 1), x[:, :12])
+    exact(lambda t: torch.mode(t), torch.tensor(2.5))
+    exact(lambda t: torch.mode(t), ties(400))
+    exact(lambda t: torch.mode(t, 0), ties(5, 4).t())
+
+
 # ---- searchsorted / bucketize ----
 
 
