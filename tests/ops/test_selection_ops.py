@@ -314,3 +314,23 @@ def test_masked_select_backward():
 
 def test_masked_scatter_too_few_source_elements():
     _raises_like_cpu(lambda x, m, s: x.masked_scatter(m, s), r(3), torch.tensor([True, True, True]), r(2))
+
+
+# ---- torch.compile: the same rules serve the compiled graph ----
+
+
+def test_compiled_graph_matches_cpu():
+    def f(x, b, i):
+        v, k = torch.kthvalue(x, 2, 1)
+        m = torch.median(x, 0)
+        mo = torch.mode(x, 1)
+        return v, k, m.values, m.indices, mo.values, mo.indices, torch.searchsorted(b, x), torch.take(x, i)
+
+    x = ties(4, 20).float()
+    b, i = torch.sort(r(7))[0], torch.tensor([0, -1, 5])
+    expected = f(x, b, i)
+    torch_tpu.reset_op_counts()
+    actual = torch.compile(f, backend="tpu")(x.to("tpu"), b.to("tpu"), i.to("tpu"))
+    for e, a in zip(expected, actual, strict=True):
+        torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0)
+    assert not torch_tpu.metrics()["fallback_ops"]
