@@ -492,7 +492,15 @@ V searchsorted_rule(OpContext& c) {
   Value bd = c.b.convert(c.tensor(0), t), v = c.b.convert(c.tensor(1), t);
   int64_t n = bd.type.dims.back();
   if (n == 0) return {zeros(c.b, o)};
-  bool right = (c.has(3) && c.flag(3)) || (c.has(4) && c.arg(4).toStringRef() == "right");
+  bool right = c.has(3) && c.flag(3);
+  if (c.has(4)) {
+    const std::string& side = c.arg(4).toStringRef();
+    TORCH_CHECK(side == "left" || side == "right", "torch.searchsorted(): side can only be 'left' or 'right' but got ",
+                side);
+    TORCH_CHECK(!right || side == "right", "torch.searchsorted(): side and right can't be set to opposites, got side "
+                "of ", side, " while right was True");
+    right = side == "right";
+  }
   std::optional<Value> sorter;
   if (c.has(5)) {
     sorter = c.b.convert(c.tensor(5), kI64);
@@ -611,8 +619,9 @@ V put_rule(OpContext& c) {  // put_(self, index, source, accumulate)
   Value x = c.tensor(0);
   int64_t n = x.type.numel();
   int64_t k = c.inspect(1).toTensor().numel();
-  TORCH_CHECK(c.inspect(2).toTensor().numel() == k, "put_(): Expected source and index to have the same number of "
-              "elements, but got source.numel() = ", c.inspect(2).toTensor().numel(), ", index.numel() = ", k);
+  TORCH_CHECK_INDEX(c.inspect(2).toTensor().numel() == k, "put_(): Expected source and index to have the same number "
+                    "of elements, but got source.numel() = ", c.inspect(2).toTensor().numel(), ", index.numel() = ", k);
+  TORCH_CHECK_INDEX(n > 0 || k == 0, "put_(): Tried to put elements into an empty tensor");
   if (k == 0) return {x};
   Value idx = flat_index(c, 1, n);
   if (n == 0) return {x};
@@ -767,15 +776,26 @@ LoweringRule gcd_lcm_rule(bool lcm) {  // gcd(self, other) / lcm(self, other), i
   };
 }
 
+// PyTorch's IndexError for a reduction over an empty dim (before the meta kernels, which word it differently).
+ArgumentPrep nonempty_dim(size_t dim_arg, const char* op) {
+  return [dim_arg, op](std::vector<c10::IValue>& args) {
+    if (args.size() <= dim_arg || !args[0].isTensor() || !args[dim_arg].isInt()) return;
+    const at::Tensor& x = args[0].toTensor();
+    if (x.dim() == 0) return;
+    int64_t d = normalize_dim(args[dim_arg].toInt(), x.dim());
+    TORCH_CHECK_INDEX(x.size(d) != 0, op, "(): Expected reduction dim ", d, " to have non-zero size.");
+  };
+}
+
 }  // namespace
 
 void add_selection_rules(Rows& rows) {
-  rows.push_back({{"median.dim", "median.dim_values"}, median_dim_rule(false)});
-  rows.push_back({{"nanmedian.dim", "nanmedian.dim_values"}, median_dim_rule(true)});
+  rows.push_back({{"median.dim", "median.dim_values"}, median_dim_rule(false), nonempty_dim(1, "median")});
+  rows.push_back({{"nanmedian.dim", "nanmedian.dim_values"}, median_dim_rule(true), nonempty_dim(1, "nanmedian")});
   rows.push_back({{"median", "median.out"}, median_all_rule(false)});
   rows.push_back({{"nanmedian", "nanmedian.out"}, median_all_rule(true)});
-  rows.push_back({{"kthvalue", "kthvalue.values"}, kthvalue_rule});
-  rows.push_back({{"mode", "mode.values"}, mode_rule});
+  rows.push_back({{"kthvalue", "kthvalue.values"}, kthvalue_rule, nonempty_dim(2, "kthvalue")});
+  rows.push_back({{"mode", "mode.values"}, mode_rule, nonempty_dim(1, "mode")});
   rows.push_back({{"searchsorted.Tensor", "searchsorted.Tensor_out"}, searchsorted_rule});
   rows.push_back({{"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketize.Scalar_out"}, bucketize_rule});
   rows.push_back({{"trace", "trace.out"}, trace_rule});
@@ -784,7 +804,10 @@ void add_selection_rules(Rows& rows) {
   rows.push_back({{"channel_shuffle", "channel_shuffle.out"}, channel_shuffle_rule});
   rows.push_back({{"take", "take.out"}, take_rule});
   rows.push_back({{"put_"}, put_rule});
-  rows.push_back({{"nonzero_static", "nonzero_static.out"}, nonzero_static_rule});
+  rows.push_back({{"nonzero_static", "nonzero_static.out"}, nonzero_static_rule, [](std::vector<c10::IValue>& args) {
+                    TORCH_CHECK(args.size() < 2 || !args[1].isInt() || args[1].toInt() >= 0,
+                                "nonzero_static: 'size' must be an non-negative integer");
+                  }});
   rows.push_back({{"masked_scatter_"}, masked_scatter_rule});
   rows.push_back({{"masked_scatter_backward"}, masked_scatter_backward_rule});
   rows.push_back({{"frexp.Tensor", "frexp.Tensor_out"}, frexp_rule});

@@ -334,3 +334,30 @@ def test_compiled_graph_matches_cpu():
     for e, a in zip(expected, actual, strict=True):
         torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0)
     assert not torch_tpu.metrics()["fallback_ops"]
+
+
+# ---- argument errors raise like the CPU's ----
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.kthvalue(x, 1, 1),
+        lambda x: torch.median(x, 1),
+        lambda x: torch.nanmedian(x, -1),
+        lambda x: torch.mode(x, 1),
+    ],
+)
+def test_reduction_over_empty_dim(fn):
+    _raises_like_cpu(fn, torch.zeros(3, 0))
+
+
+def test_argument_errors():
+    _raises_like_cpu(lambda x: torch.kthvalue(x, 5, 1), r(3, 4))
+    _raises_like_cpu(lambda x, i, s: x.put_(i, s), torch.zeros(0), torch.tensor([0]), r(1))
+    _raises_like_cpu(lambda x, i, s: x.put_(i, s), r(3), torch.tensor([0, 1]), r(1))
+    _raises_like_cpu(lambda x: torch.nonzero_static(x, size=-1), r(3))
+    _raises_like_cpu(lambda b, x: torch.searchsorted(b, x, side="middle"), r(3), r(2))
+    _raises_like_cpu(lambda b, x: torch.searchsorted(b, x, side="left", right=True), r(3), r(2))
+    _raises_like_cpu(lambda x: F.channel_shuffle(x, 2), r(1, 5, 2, 2))
+    _raises_like_cpu(torch.frexp, torch.tensor([1, 2]))
