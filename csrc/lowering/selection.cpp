@@ -92,6 +92,13 @@ std::pair<Value, Value> sort_with_positions(HloBuilder& b, const Value& x, int64
   return {r[0], r[1]};
 }
 
+// PyTorch's "not implemented for 'Bool'" for ops whose CPU kernels skip bool.
+void no_bool(bool is_bool, const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!is_bool, "\"", kernel, "\" not implemented for 'Bool'");
+}
+
+bool bool_arg(OpContext& c, size_t i) { return c.inspect(i).toTensor().scalar_type() == at::kBool; }
+
 // ---- median / nanmedian ----
 
 // Where libstdc++'s std::nth_element (introselect) leaves the original position 0..n-1 at position 0 when no
@@ -146,6 +153,7 @@ std::pair<Value, Value> median_along(HloBuilder& b, const Value& x, int64_t dim,
 
 LoweringRule median_dim_rule(bool ignore_nan) {  // median.dim(self, dim, keepdim) -> (values, indices)
   return [ignore_nan](OpContext& c) -> V {
+    no_bool(bool_arg(c, 0), "median_out");
     Value x = c.tensor(0);
     if (x.type.rank() == 0) return {x, s64c(c.b, 0)};
     int64_t d = c.dim(1, x.type.rank());
@@ -157,6 +165,7 @@ LoweringRule median_dim_rule(bool ignore_nan) {  // median.dim(self, dim, keepdi
 
 LoweringRule median_all_rule(bool ignore_nan) {  // median(self): the value only, over every element
   return [ignore_nan](OpContext& c) -> V {
+    no_bool(bool_arg(c, 0), "median_cpu");
     Value x = c.tensor(0);
     int64_t n = x.type.numel();
     if (n == 0) return {full(c.b, NAN, c.out(0))};
@@ -207,6 +216,7 @@ Value gt_or_nan(HloBuilder& b, const Value& x, const Value& y) {
 }
 
 V kthvalue_rule(OpContext& c) {
+  no_bool(bool_arg(c, 0), "kthvalue_cpu");
   HloBuilder& b = c.b;
   Value x = c.tensor(0);
   int64_t k = c.integer(1);
@@ -489,6 +499,7 @@ V searchsorted_rule(OpContext& c) {
   TensorType o = c.out(0);
   if (o.numel() == 0) return {zeros(c.b, o)};
   ElementType t = c.promoted({0, 1});
+  no_bool(t == ElementType::kPred, "searchsorted_out_cpu");
   Value bd = c.b.convert(c.tensor(0), t), v = c.b.convert(c.tensor(1), t);
   int64_t n = bd.type.dims.back();
   if (n == 0) return {zeros(c.b, o)};
@@ -514,6 +525,7 @@ V bucketize_rule(OpContext& c) {
   TensorType o = c.out(0);
   if (o.numel() == 0) return {zeros(c.b, o)};
   ElementType t = c.promoted({0, 1});
+  no_bool(t == ElementType::kPred, "searchsorted_out_cpu");
   Value bd = c.b.convert(c.tensor(1), t);
   if (bd.type.dims.back() == 0) return {zeros(c.b, o)};
   Value v = c.is_tensor(0) ? c.b.convert(c.tensor(0), t) : c.runtime_operand(0, t, {});
@@ -524,6 +536,7 @@ V bucketize_rule(OpContext& c) {
 
 V trace_rule(OpContext& c) {  // trace(self): the CPU accumulates float in double, bfloat16/half in float
   TensorType o = c.out(0);
+  no_bool(bool_arg(c, 0), "trace");
   Value x = c.tensor(0);
   ElementType acc = o.dtype == ElementType::kF32 ? ElementType::kF64 : opmath_type(o.dtype);
   if (!is_floating(o.dtype) && !is_complex(o.dtype)) acc = kI64;
@@ -547,6 +560,7 @@ V eye_rule(OpContext& c) {  // eye.out(n, out) / eye.m_out(n, m, out): shape fro
 // in double for the first half and base ** (end - step * (steps - 1 - i)) for the rest, then converted.
 V logspace_rule(OpContext& c) {
   TensorType o = c.out(0);
+  no_bool(o.dtype == ElementType::kPred, "logspace_cpu");
   int64_t n = o.numel();
   if (n == 0) return {zeros(c.b, o)};
   HloBuilder& b = c.b;

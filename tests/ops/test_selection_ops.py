@@ -361,3 +361,20 @@ def test_argument_errors():
     _raises_like_cpu(lambda b, x: torch.searchsorted(b, x, side="left", right=True), r(3), r(2))
     _raises_like_cpu(lambda x: F.channel_shuffle(x, 2), r(1, 5, 2, 2))
     _raises_like_cpu(torch.frexp, torch.tensor([1, 2]))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch.median,
+        torch.nanmedian,
+        lambda t: torch.median(t, 0),
+        lambda t: torch.kthvalue(t, 1),
+        lambda t: torch.trace(t.view(1, 3)),
+        lambda t: torch.searchsorted(t, t),
+        lambda t: torch.bucketize(t, t),
+    ],
+)
+def test_bool_not_implemented_like_cpu(fn):
+    _raises_like_cpu(fn, torch.tensor([True, False, True]))
+    exact(lambda t: torch.mode(t, 0), torch.tensor([True, False, True]))
