@@ -373,8 +373,8 @@ std::pair<Value, Value> introsort_partitions(OpContext& c, const Value& a0, Valu
 // walks left while it is less than its left neighbour. Replaying it (rather than sorting) keeps the CPU's answer
 // even for NaN, which `<` does not order.
 std::pair<Value, Value> final_insertion_sort(HloBuilder& b, const Value& a0, const Value& i0) {
-  int64_t rows = a0.type.dims[0], n = a0.type.dims[1];
-  Dims rd{rows}, sd{rows, n};
+  int64_t rows = a0.type.dims[0], n = a0.type.dims[1], m = std::min<int64_t>(16, n);
+  Dims rd{rows};
   auto num = [&](HloBuilder& rb, double v) { return s64c(rb, v, rd); };
   V init{a0, i0, num(b, 1), num(b, 1), num(b, 0)};  // A, I, i (next to insert), j (where it is now), phase
   std::vector<TensorType> types;
@@ -390,11 +390,18 @@ std::pair<Value, Value> final_insertion_sort(HloBuilder& b, const Value& a0, con
     Value ai = row_get(rb, A, i), a0v = row_get(rb, A, zero);
     Value guarded = lt(rb, i, num(rb, static_cast<double>(std::min<int64_t>(16, n))));
     Value to_front = land(rb, start, land(rb, guarded, lt(rb, ai, a0v)));
-    // Rotation of [0, i] one to the right for the rows that move their element to the front.
-    Value k = rb.iota({kI64, sd}, 1), ib = rb.broadcast_in_dim(i, sd, {0});
-    Value src = sel(rb, eq(rb, k, s64c(rb, 0, sd)), ib, sel(rb, le(rb, k, ib), sub(rb, k, s64c(rb, 1, sd)), k));
-    src = sel(rb, rb.broadcast_in_dim(to_front, sd, {0}), src, k);
-    Value A1 = take_along(rb, A, src, 1), I1 = take_along(rb, I, src, 1);
+    // Rotation of [0, i] one to the right for the rows that move their element to the front; i < 16, so only the
+    // first m columns change (updated in place: a whole-row gather per trip made long rows quadratic).
+    Dims hd{rows, m};
+    Value k = rb.iota({kI64, hd}, 1), ib = rb.broadcast_in_dim(i, hd, {0});
+    Value src = sel(rb, eq(rb, k, s64c(rb, 0, hd)), ib, sel(rb, le(rb, k, ib), sub(rb, k, s64c(rb, 1, hd)), k));
+    src = sel(rb, rb.broadcast_in_dim(to_front, hd, {0}), src, k);
+    Value zero0 = s64c(rb, 0);
+    auto rotate = [&](const Value& X) {
+      Value head = take_along(rb, rb.slice(X, {0, 0}, {rows, m}), src, 1);
+      return rb.dynamic_update_slice(X, head, {zero0, zero0});
+    };
+    Value A1 = rotate(A), I1 = rotate(I);
     // One step left for the walking rows.
     Value jm = rb.binary("stablehlo.maximum", sub(rb, j, one), zero);
     Value step = land(rb, walk, land(rb, gt(rb, j, zero), lt(rb, row_get(rb, A1, j), row_get(rb, A1, jm))));
