@@ -201,6 +201,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_grid_sample_rules(rows);
     add_embedding_bag_rules(rows);
     add_segment_reduce_rules(rows);
+    add_selection_rules(rows);
     add_foreach_rules(rows);  // last: its rules look up the elementwise rows
     return rows;
   }();

@@ -132,6 +132,7 @@ void add_segment_reduce_rules(std::vector<LoweringRow>& rows);  // segment_reduc
 void add_foreach_rules(std::vector<LoweringRow>& rows);
 void add_amp_rules(std::vector<LoweringRow>& rows);
 void add_rnn_rules(std::vector<LoweringRow>& rows);
+void add_selection_rules(std::vector<LoweringRow>& rows);  // selection.cpp: median, searchsorted, take/put, ...
 
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);

@@ -8,11 +8,11 @@ the backward pass only).
 
 When floating results differ from CPU's, the sample is run once more on the CPU in float64 (same values, same output
 gradients): if every tpu element is at least as close to that float64 answer as CPU's element is (give or take the
-default tolerances of the dtype), the sample passes and the record says so (`cpu_differs`). That is the case where torch_tpu rounds once where CPU
-rounds at every step (bf16/f16), or sums in another order; CPU's answer need not be closer. Index and integer outputs
-must still equal CPU's exactly, except for entries that do not promise which of several equal elements they pick
-(sort without stable=True, topk): there the picked elements must be equal, and gradients summed per group of equal
-inputs must match.
+default tolerances of the dtype), the sample passes and the record says so (`cpu_differs`). That is the case where
+torch_tpu rounds once where CPU rounds at every step (bf16/f16), or sums in another order; CPU's answer need not be
+closer. Index and integer outputs must still equal CPU's exactly, except for entries that do not promise which of
+several equal elements they pick (sort without stable=True, topk): there the picked elements must be equal, and
+gradients summed per group of equal inputs must match.
 """
 
 from __future__ import annotations
