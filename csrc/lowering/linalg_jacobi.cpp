@@ -298,11 +298,16 @@ V svd_rule(OpContext& c) {
   bool wide = a.type.dims[1] < a.type.dims[2];
   if (wide) a = adjoint(b, a);
   int64_t rows = a.type.dims[1], k = a.type.dims[2], m = k + k % 2;
-  Value broken = any_of(b, not_finite(b, a), {1, 2});
-  c.check(broken,
+  // LAPACK (gesdd) fails on a NaN; infinities give NaNs.
+  Value nan_in = any_of(b, is_nan(b, a), {1, 2});
+  c.check(nan_in,
           batch_prefix("linalg.svd", input.dim() == 2) +
               "The algorithm failed to converge because the input matrix contained non-finite values.",
-          false, first_bad(b, broken));
+          false, first_bad(b, nan_in));
+  Value broken = any_of(b, not_finite(b, a), {1, 2});
+  auto nan_where_broken = [&](const Value& x) {
+    return b.select(b.broadcast_in_dim(broken, x.type.dims, {0}), b.constant(NAN, x.type.dtype, x.type.dims), x);
+  };
   Value scale = matrix_scale(b, a);
   Value g0 = pad_zeros(b, divide_matrices(b, a, scale), m - k, false);
   double tol = kEps * static_cast<double>(std::max<int64_t>(rows, 1));
@@ -328,7 +333,7 @@ V svd_rule(OpContext& c) {
   Value g = b.slice(res[0], {0, 0, 0}, {n, rows, k});
   Value norms = b.unary("stablehlo.sqrt", b.reduce(squared_magnitude(b, g), b.constant(0, rt), {1}, "stablehlo.add"));
   auto [sigma, idx] = sort_rows(b, norms, true);
-  Value s_out = to_out(b, b.binary("stablehlo.multiply", sigma, b.broadcast_in_dim(scale, {n, k}, {0})), so);
+  Value s_out = to_out(b, nan_where_broken(b.binary("stablehlo.multiply", sigma, b.broadcast_in_dim(scale, {n, k}, {0}))), so);
   if (!uv) return {zeros(b, uo), s_out, zeros(b, vo)};
   Value gs = take_columns(b, g, idx);
   Value vs = take_columns(b, b.slice(res[1], {0, 0, 0}, {n, k, k}), idx);
@@ -342,7 +347,7 @@ V svd_rule(OpContext& c) {
   Value uw = full && rows > k ? b.concatenate({uk, b.slice(q, {0, 0, k}, {n, rows, rows})}, 2) : uk;
   Value u = wide ? vs : uw;
   Value vh = adjoint(b, wide ? uw : vs);
-  return {to_out(b, u, uo), s_out, to_out(b, vh, vo)};
+  return {to_out(b, nan_where_broken(u), uo), s_out, to_out(b, nan_where_broken(vh), vo)};
 }
 
 }  // namespace
