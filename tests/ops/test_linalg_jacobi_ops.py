@@ -267,3 +267,15 @@ def test_no_fallback_under_error_mode(monkeypatch):
     out.backward()
     assert torch.isfinite(a.grad.cpu()).all() and torch.isfinite(s.grad.cpu()).all()
     assert not torch_tpu.metrics()["fallback_ops"]
+
+
+def test_torch_compile():
+    a = matrices("random", (3, 5, 4)).float()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.svdvals(x).sum() + torch.linalg.eigvalsh(x.mT @ x).sum() + torch.linalg.pinv(x).sum()
+
+    torch_tpu.reset_op_counts()
+    out = torch.compile(f, backend="tpu", fullgraph=True)(a.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(a), rtol=1e-5, atol=1e-5)
+    assert not torch_tpu.metrics()["fallback_ops"]
