@@ -3,8 +3,9 @@
 //
 // One round rotates m/2 disjoint index pairs at once (the circle method of a round-robin tournament: m - 1 rounds
 // make a sweep in which every pair meets once); sweeps run in a while loop until the off-diagonal part is negligible
-// or kMaxSweeps. A round is one rotation matrix J built from a Hermitian "pair matrix" H (A itself for eigh, G^H G
-// for svd) and applied with matmuls: A <- J^H A J, G <- G J, V <- V J. float32 computes in float64 (complex64 in
+// or kMaxSweeps. A round is one rotation J built from the pairs' entries of a Hermitian "pair matrix" H (A itself for
+// eigh, G^H G for svd), applied by gathering each index's partner row/column (O(n^2) a round): A <- J^H A J,
+// G <- G J, V <- V J. float32 computes in float64 (complex64 in
 // complex128) and rounds once; matrices are scaled by their largest magnitude first, so squares cannot overflow.
 #include <algorithm>
 #include <cmath>
@@ -108,27 +109,43 @@ Value partners(HloBuilder& b, const Value& round, int64_t m) {
   return b.select(b.compare(CompareDirection::kEq, i, k(last)), r, p);
 }
 
-// The rotation J [N, m, m] of one round for the Hermitian pair matrix h [N, m, m]: for each pair p < q,
-// J_pp = J_qq = c, J_pq = s u, J_qp = -s conj(u) with u = h_pq / |h_pq|, so that (J^H h J)_pq = 0 (Golub and Van
-// Loan's symmetric Schur step on |h_pq|, the smaller of the two angles). c and s u are computed on p's side and
-// copied to q, so both halves of J belong to one exact rotation. A pair stays (J = I there) when h_pq = 0 or, with
-// skip_rel > 0, when |h_pq| <= skip_rel sqrt(h_pp h_qq).
-Value rotation(HloBuilder& b, const Value& h, const Value& round, double skip_rel) {
-  int64_t n = h.type.dims[0], m = h.type.dims[1];
-  ElementType t = h.type.dtype, rt = real_type(t);
-  Dims vd{n, m}, full{n, m, m};
-  Value partner = partners(b, round, m);
-  Value pm = b.compare(CompareDirection::kEq, iota(b, {m, m}, 1), b.broadcast_in_dim(partner, {m, m}, {0}));
-  pm = b.broadcast_in_dim(pm, full, {1, 2});
+// x[..., partner(i), ...] along `dim` (1 or 2) of x [N, r, k]: a gather with the round's partners [k] (s64).
+Value by_partner(HloBuilder& b, const Value& x, const Value& partner, int64_t dim) {
+  const Dims& d = x.type.dims;
+  int64_t k = partner.type.dims[0];
+  Dims sizes = d;
+  sizes[static_cast<size_t>(dim)] = 1;
+  std::string attrs = "dimension_numbers = #stablehlo.gather<offset_dims = [0, 1], collapsed_slice_dims = [" + std::to_string(dim) + "], start_index_map = [" +
+                      std::to_string(dim) + "], index_vector_dim = 1>, slice_sizes = " + i64_array(sizes) +
+                      ", indices_are_sorted = false";
+  Dims out = d;
+  out[static_cast<size_t>(dim)] = k;
+  Value g = b.op1("stablehlo.gather", {x, b.reshape(partner, {k, 1})}, {x.type.dtype, {d[0], dim == 1 ? d[2] : d[1], k}},
+                  attrs);
+  // The gathered (batch) dimension comes last: move it back to `dim`.
+  return dim == 1 ? b.transpose(g, {0, 2, 1}) : g;
+}
+
+// One round's rotation J, kept as two vectors: J_ii = c_i and J_{i, partner(i)} = w_i (every other entry is 0).
+struct Rotation {
+  Value partner;  // [m] s64
+  Value c;        // [N, m] of the matrix type
+  Value w;        // [N, m]
+};
+
+// The rotation of one round from the pair matrix's diagonal d [N, m] (real) and off-diagonal entries off_i =
+// h[i, partner(i)] [N, m]: for each pair p < q, J_pp = J_qq = c, J_pq = s u, J_qp = -s conj(u) with u = h_pq / |h_pq|,
+// so that (J^H h J)_pq = 0 (Golub and Van Loan's symmetric Schur step on |h_pq|, the smaller of the two angles).
+// c and s u are computed on p's side and copied to q, so both halves of J belong to one exact rotation. A pair stays
+// (J = I there) when h_pq = 0 or, with skip_rel > 0, when |h_pq| <= skip_rel sqrt(|h_pp h_qq|).
+Rotation rotation(HloBuilder& b, const Value& d, const Value& off, const Value& partner, double skip_rel) {
+  int64_t n = d.type.dims[0], m = d.type.dims[1];
+  ElementType t = off.type.dtype, rt = real_type(t);
+  Dims vd{n, m};
   Value is_p = b.broadcast_in_dim(b.compare(CompareDirection::kLt, iota(b, {m}, 0), partner), vd, {1});
-  auto pick = [&](const Value& x) {  // x [N, m, m] -> x[:, i, partner(i)]
-    return b.reduce(b.select(pm, x, b.constant(0, x.type.dtype, full)), b.constant(0, x.type.dtype), {2}, "stablehlo.add");
-  };
-  auto at_partner = [&](const Value& x) { return pick(b.broadcast_in_dim(x, full, {0, 2})); };  // x[:, partner(i)]
+  auto at_partner = [&](const Value& x) { return b.reshape(by_partner(b, b.reshape(x, {n, 1, m}), partner, 2), vd); };
   auto rc = [&](double v) { return b.constant(v, rt, vd); };
-  Value d = real_part(b, diagonal(b, h));
   Value dq = at_partner(d);
-  Value off = pick(h);
   Value mag = magnitude(b, off);
   Value rotate = b.compare(CompareDirection::kGt, mag, rc(0));
   if (skip_rel > 0) {
@@ -154,9 +171,22 @@ Value rotation(HloBuilder& b, const Value& h, const Value& round, double skip_re
   Value su = b.binary("stablehlo.multiply", as_type(b, sn, t), u);
   cs = b.select(is_p, cs, at_partner(cs));
   su = b.select(is_p, su, b.unary("stablehlo.negate", conj(b, at_partner(su))));
-  Value on_diag = index_mask(b, full, 1, 2, CompareDirection::kEq);
-  return b.select(on_diag, b.broadcast_in_dim(as_type(b, cs, t), full, {0, 1}),
-                  b.select(pm, b.broadcast_in_dim(su, full, {0, 1}), b.constant(0, t, full)));
+  return {partner, as_type(b, cs, t), su};
+}
+
+// x J for x [N, r, m]: column j is c_j x[:, j] + J_{partner(j), j} x[:, partner(j)].
+Value times_rotation(HloBuilder& b, const Value& x, const Rotation& j) {
+  int64_t n = x.type.dims[0], m = x.type.dims[2];
+  Value w_in = b.reshape(by_partner(b, b.reshape(j.w, {n, 1, m}), j.partner, 2), {n, m});  // J_{partner(j), j}
+  const Dims& d = x.type.dims;
+  Value own = b.binary("stablehlo.multiply", x, b.broadcast_in_dim(j.c, d, {0, 2}));
+  Value other = b.binary("stablehlo.multiply", by_partner(b, x, j.partner, 2), b.broadcast_in_dim(w_in, d, {0, 2}));
+  return b.binary("stablehlo.add", own, other);
+}
+
+// J^H x for x [N, m, k]: (x^H J)^H.
+Value rotation_adjoint_times(HloBuilder& b, const Value& x, const Rotation& j) {
+  return adjoint(b, times_rotation(b, adjoint(b, x), j));
 }
 
 // 0-d predicate of a loop state: some matrix is not yet converged.
@@ -256,9 +286,13 @@ V eigh_rule(OpContext& c) {
     return any_of(r, r.compare(CompareDirection::kGt, off_sum, bound), {0});
   };
   Round step = [&](HloBuilder& r, const Value& round, const V& s) {
-    Value j = rotation(r, s[0], round, 0);
-    V out{matmul(r, adjoint(r, j), matmul(r, s[0], j))};
-    if (want_v) out.push_back(matmul(r, s[1], j));
+    Value partner = partners(r, round, m);
+    Value off = r.reshape(by_partner(r, s[0], partner, 2), {n, m, m});  // [.., i, j] = a[i, partner(j)]
+    Value pairs = r.broadcast_in_dim(index_mask(r, {m, m}, 0, 1, CompareDirection::kEq), {n, m, m}, {1, 2});
+    off = r.reduce(r.select(pairs, off, r.constant(0, t, {n, m, m})), r.constant(0, t), {2}, "stablehlo.add");
+    Rotation j = rotation(r, real_part(r, diagonal(r, s[0])), off, partner, 0);
+    V out{rotation_adjoint_times(r, times_rotation(r, s[0], j), j)};
+    if (want_v) out.push_back(times_rotation(r, s[1], j));
     return out;
   };
   V init{h};
@@ -322,9 +356,14 @@ V svd_rule(OpContext& c) {
     return any_of(r, bad, {0, 1, 2});
   };
   Round step = [&](HloBuilder& r, const Value& round, const V& s) {
-    Value j = rotation(r, matmul(r, adjoint(r, s[0]), s[0]), round, tol);
-    V out{matmul(r, s[0], j)};
-    if (uv) out.push_back(matmul(r, s[1], j));
+    Value partner = partners(r, round, m);
+    Value g = s[0];
+    Value gp = by_partner(r, g, partner, 2);
+    Value d = r.reduce(squared_magnitude(r, g), r.constant(0, rt), {1}, "stablehlo.add");
+    Value off = r.reduce(r.binary("stablehlo.multiply", conj(r, g), gp), r.constant(0, t), {1}, "stablehlo.add");
+    Rotation j = rotation(r, d, off, partner, tol);
+    V out{times_rotation(r, g, j)};
+    if (uv) out.push_back(times_rotation(r, s[1], j));
     return out;
   };
   V init{g0};
