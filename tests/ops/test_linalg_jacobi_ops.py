@@ -279,3 +279,25 @@ def test_torch_compile():
     out = torch.compile(f, backend="tpu", fullgraph=True)(a.to("tpu"))
     torch.testing.assert_close(out.cpu(), f(a), rtol=1e-5, atol=1e-5)
     assert not torch_tpu.metrics()["fallback_ops"]
+
+
+@pytest.mark.parametrize("name", ["linalg.eigh", "linalg.svd", "svd"])
+def test_opinfo_samples_pass(name):
+    # op_db's non-empty samples through the conformance runner's checks: eigen/singular vectors whose signs differ
+    # from LAPACK's pass after the sample's output_process_fn_grad (as PyTorch's test_compare_cpu compares them);
+    # values must match and nothing may fall back.
+    pytest.importorskip("expecttest")
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    from torch_tpu.tools import opinfo_check
+
+    op = next(op for op in op_db if op.name == name and not op.variant_test_name)
+    torch.manual_seed(0)
+    samples = [s for s in op.sample_inputs("cpu", torch.float32, requires_grad=True) if s.input.numel() > 0][:4]
+    assert samples
+    for sample in samples:
+        fallbacks: dict[str, int] = {}
+        notes: list[str] = []
+        assert opinfo_check._forward(op, sample, fallbacks, notes)
+        assert opinfo_check._backward(op, sample, fallbacks, notes)
+        assert not fallbacks, fallbacks
