@@ -189,7 +189,7 @@ Value rotation_adjoint_times(HloBuilder& b, const Value& x, const Rotation& j) {
   return adjoint(b, times_rotation(b, adjoint(b, x), j));
 }
 
-// 0-d predicate of a loop state: some matrix is not yet converged.
+// Per matrix ([N] predicate) of a loop state: not yet converged.
 using Unconverged = std::function<Value(HloBuilder&, const V& state)>;
 // One round (0-d s64 `round`) applied to the loop state.
 using Round = std::function<V(HloBuilder&, const Value& round, const V& state)>;
@@ -202,7 +202,7 @@ V sweeps(HloBuilder& b, int64_t m, const V& init, const Unconverged& unconverged
   for (const Value& v : all) types.push_back(v.type);
   std::string cond = b.region(types, [&](HloBuilder& r, const V& a) {
     Value more = r.compare(CompareDirection::kLt, a[0], s64(r, kMaxSweeps));
-    return V{r.binary("stablehlo.and", more, unconverged(r, V(a.begin() + 1, a.end())))};
+    return V{r.binary("stablehlo.and", more, any_of(r, unconverged(r, V(a.begin() + 1, a.end())), {0}))};
   });
   std::string body = b.region(types, [&](HloBuilder& r, const V& a) {
     V out = fori_loop(r, m - 1, V(a.begin() + 1, a.end()),
@@ -244,6 +244,16 @@ Value first_bad(HloBuilder& b, const Value& bad) {
                   s64(b, n), {0}, "stablehlo.minimum");
 }
 
+// Still unconverged after kMaxSweeps (not seen with finite inputs): raise rather than return a rough answer. The
+// error code (LAPACK's count of unconverged elements) is not known here: it reads k.
+void check_converged(OpContext& c, const Value& unconverged, const std::string& api, const std::string& what, int64_t k) {
+  c.check(unconverged,
+          batch_prefix(api, c.inspect(0).toTensor().dim() == 2) +
+              "The algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated " +
+              what + " (error code: " + std::to_string(k) + ").",
+          false, first_bad(c.b, unconverged));
+}
+
 // _linalg_eigh(A, UPLO, compute_v) -> (eigenvalues, eigenvectors): ascending eigenvalues, eigenvectors as columns
 // (an empty tensor when not compute_v). Only the UPLO triangle is read, the diagonal's imaginary part is ignored.
 V eigh_rule(OpContext& c) {
@@ -283,7 +293,7 @@ V eigh_rule(OpContext& c) {
     Value off_sum = r.reduce(off, r.constant(0, rt), {1, 2}, "stablehlo.add");
     Value total = r.reduce(sq, r.constant(0, rt), {1, 2}, "stablehlo.add");
     Value bound = r.binary("stablehlo.multiply", total, r.constant(tol * tol, rt, {n}));
-    return any_of(r, r.compare(CompareDirection::kGt, off_sum, bound), {0});
+    return r.compare(CompareDirection::kGt, off_sum, bound);
   };
   Round step = [&](HloBuilder& r, const Value& round, const V& s) {
     Value partner = partners(r, round, m);
@@ -298,6 +308,7 @@ V eigh_rule(OpContext& c) {
   V init{h};
   if (want_v) init.push_back(eye(b, t, {n, m, m}));
   V res = sweeps(b, m, init, unconverged, step);
+  check_converged(c, unconverged(b, res), "linalg.eigh", "eigenvalues", k);
   Value w = b.slice(real_part(b, diagonal(b, res[0])), {0, 0}, {n, k});
   w = b.binary("stablehlo.multiply", w, b.broadcast_in_dim(scale, {n, k}, {0}));
   w = b.select(b.broadcast_in_dim(broken, {n, k}, {0}), b.constant(NAN, rt, {n, k}), w);
@@ -353,7 +364,7 @@ V svd_rule(OpContext& c) {
     Value dd = r.binary("stablehlo.multiply", r.broadcast_in_dim(d, full_m, {0, 1}), r.broadcast_in_dim(d, full_m, {0, 2}));
     Value bad = r.compare(CompareDirection::kGt, sq, r.binary("stablehlo.multiply", dd, r.constant(tol * tol, rt, full_m)));
     bad = r.binary("stablehlo.and", bad, r.unary("stablehlo.not", index_mask(r, full_m, 1, 2, CompareDirection::kEq)));
-    return any_of(r, bad, {0, 1, 2});
+    return any_of(r, bad, {1, 2});
   };
   Round step = [&](HloBuilder& r, const Value& round, const V& s) {
     Value partner = partners(r, round, m);
@@ -369,6 +380,7 @@ V svd_rule(OpContext& c) {
   V init{g0};
   if (uv) init.push_back(eye(b, t, full_m));
   V res = sweeps(b, m, init, unconverged, step);
+  check_converged(c, unconverged(b, res), "linalg.svd", "singular values", k);
   Value g = b.slice(res[0], {0, 0, 0}, {n, rows, k});
   Value norms = b.unary("stablehlo.sqrt", b.reduce(squared_magnitude(b, g), b.constant(0, rt), {1}, "stablehlo.add"));
   auto [sigma, idx] = sort_rows(b, norms, true);
