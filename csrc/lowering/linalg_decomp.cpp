@@ -250,6 +250,7 @@ void add_linalg_decomp_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"_linalg_slogdet", "_linalg_slogdet.sign"}, slogdet_rule});
   rows.push_back({{"_linalg_check_errors"}, check_errors_rule});
   add_linalg_solver_rules(rows);
+  add_linalg_jacobi_rules(rows);
 }
 
 }  // namespace torch_tpu

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lowering/op_context.h"
@@ -71,8 +72,13 @@ void check_info(OpContext& c, const Value& info, const std::string& api_name, bo
 
 // linalg_solvers.cpp: Cholesky, triangular solves, cross products (added by add_linalg_decomp_rules).
 void add_linalg_solver_rules(std::vector<LoweringRow>& rows);
+// linalg_jacobi.cpp: _linalg_eigh, _linalg_svd (added by add_linalg_decomp_rules).
+void add_linalg_jacobi_rules(std::vector<LoweringRow>& rows);
 
 namespace linalg {
+
+// Householder QR of [N, m, n] as LAPACK's geqrf + orgqr: (Q [N, m, m], R [N, m, n]); linalg_solvers.cpp.
+std::pair<Value, Value> householder_qr(HloBuilder& b, const Value& a);
 
 }  // namespace linalg
 }  // namespace torch_tpu

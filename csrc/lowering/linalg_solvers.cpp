@@ -314,6 +314,8 @@ V householder_product_rule(OpContext& c) {
 
 }  // namespace
 
+std::pair<Value, Value> linalg::householder_qr(HloBuilder& b, const Value& a) { return torch_tpu::householder_qr(b, a); }
+
 void add_linalg_solver_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"linalg_cholesky_ex", "linalg_cholesky_ex.L"}, cholesky_ex_rule});
   rows.push_back({{"cholesky", "cholesky.out"}, cholesky_rule});
