@@ -190,6 +190,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_rnn_rules(rows);
     add_spatial_rules(rows);
     add_pooling_rules(rows);
+    add_special_more_rules(rows);
     add_foreach_rules(rows);  // last: its rules look up the elementwise rows
     return rows;
   }();
