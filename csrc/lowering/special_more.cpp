@@ -106,6 +106,16 @@ Value recurrence(HloBuilder& b, const Value& x, const Value& n, const Value& use
   return res[3];
 }
 
+// sin/cos/acos of a float32 value through float64, rounded once: correctly rounded as glibc's sinf/cosf/acosf are, for
+// the large arguments n * acos(x) of the closed forms (XLA's float32 range reduction is coarser there).
+Value trig(HloBuilder& b, const char* name, const Value& v) {
+  auto apply = [&](const Value& a) {
+    return std::string(name) == "acos" ? chlo(b, "acos", {a}) : b.unary(std::string("stablehlo.") + name, a);
+  };
+  if (v.type.dtype != ElementType::kF32) return apply(v);
+  return b.convert(apply(b.convert(v, ElementType::kF64)), ElementType::kF32);
+}
+
 Value cheb_step(HloBuilder& r, const Value&, const Value& y, const Value& p, const Value& q) {
   return sub(r, mul(r, add(r, y, y), q), p);
 }
@@ -127,25 +137,25 @@ Value chebyshev_poly(HloBuilder& b, const Value& x, const Value& nf, int kind, b
   Value minus = shifted ? eq(b, x, k(b, 0, x)) : eq(b, x, k(b, -1, x));
   // Closed forms for |y| < 1 above a degree threshold.
   int threshold = shifted ? (kind == 3 ? 4 : 6) : (kind == 0 ? 6 : 8);
-  Value th = chlo(b, "acos", {y});
+  Value th = trig(b, "acos", y);
   Value closed;
   if (kind == 0) {
-    closed = b.unary("stablehlo.cosine", mul(b, fn, th));
+    closed = trig(b, "cosine", mul(b, fn, th));
   } else if (kind == 1) {
-    Value s = b.unary("stablehlo.sine", th);
-    Value ratio = div(b, b.unary("stablehlo.sine", mul(b, fn1, th)), s);
-    Value alt = div(b, mul(b, fn1, b.unary("stablehlo.cosine", mul(b, fn1, th))), y);
+    Value s = trig(b, "sine", th);
+    Value ratio = div(b, trig(b, "sine", mul(b, fn1, th)), s);
+    Value alt = div(b, mul(b, fn1, trig(b, "cosine", mul(b, fn1, th))), y);
     closed = sel(b, ne(b, s, k(b, 0, s)), ratio, alt);
   } else if (kind == 2) {
     Value half = div(b, th, k(b, 2, th));
-    Value ratio = div(b, b.unary("stablehlo.cosine", mul(b, add(b, fn, k(b, 0.5, fn)), th)), b.unary("stablehlo.cosine", half));
-    closed = sel(b, ne(b, b.unary("stablehlo.sine", half), one), ratio, pm(f2n1));
+    Value ratio = div(b, trig(b, "cosine", mul(b, add(b, fn, k(b, 0.5, fn)), th)), trig(b, "cosine", half));
+    closed = sel(b, ne(b, trig(b, "sine", half), one), ratio, pm(f2n1));
   } else {
     Value half = div(b, th, k(b, 2, th));
-    Value ratio = div(b, b.unary("stablehlo.sine", mul(b, add(b, fn, k(b, 0.5, fn)), th)), b.unary("stablehlo.sine", half));
+    Value ratio = div(b, trig(b, "sine", mul(b, add(b, fn, k(b, 0.5, fn)), th)), trig(b, "sine", half));
     // the unshifted kernel gives 2n + 1 for x > 0 here, the shifted one only (-1)^n
     Value edge = shifted ? pm(one) : sel(b, gt(b, x, k(b, 0, x)), f2n1, pm(one));
-    closed = sel(b, ne(b, b.unary("stablehlo.cosine", half), one), ratio, edge);
+    closed = sel(b, ne(b, trig(b, "cosine", half), one), ratio, edge);
   }
   Value use_closed = land(b, gt(b, n, s64(b, threshold, n)), lt(b, abs(b, y), one));
   Value first[] = {y, add(b, y, y), sub(b, add(b, y, y), one), add(b, add(b, y, y), one)};

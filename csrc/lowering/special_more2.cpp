@@ -346,7 +346,7 @@ Value ndtri(HloBuilder& b, const Value& y0) {
 // base ** e for float64 values where a negative base only meets an integer exponent (as zeta guarantees).
 Value pow_signed(HloBuilder& b, const Value& base, const Value& e) {
   Value p = b.binary("stablehlo.power", abs(b, base), e);
-  Value odd = ne(b, b.binary("stablehlo.remainder", e, k(b, 2, e)), k(b, 0, e));
+  Value odd = land(b, ne(b, b.binary("stablehlo.remainder", e, k(b, 2, e)), k(b, 0, e)), lt(b, abs(b, e), k(b, INFINITY, e)));
   return sel(b, land(b, lt(b, base, k(b, 0, base)), odd), neg(b, p), p);
 }
 
