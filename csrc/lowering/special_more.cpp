@@ -592,6 +592,7 @@ void add_special_more_rules(std::vector<LoweringRow>& rows) {
   add_polynomial_rules(rows);
   add_bessel_rules(rows);
   add_special_more2_rules(rows);
+  add_igamma_rules(rows);
 }
 
 }  // namespace torch_tpu

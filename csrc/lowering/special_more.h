@@ -29,6 +29,7 @@ void require_f32_f64(OpContext& c, const char* name);
 
 void add_polynomial_rules(std::vector<LoweringRow>& rows);  // special_more.cpp
 void add_bessel_rules(std::vector<LoweringRow>& rows);      // special_more.cpp
+void add_igamma_rules(std::vector<LoweringRow>& rows);        // special_igamma.cpp
 void add_special_more2_rules(std::vector<LoweringRow>& rows);  // special_more2.cpp: erfcx, log_ndtr, ndtri, zeta
 
 }  // namespace torch_tpu
