@@ -189,12 +189,15 @@ const double kIgamD[25][25] = {
      -7.6052379926149916e-1, 3.6262236505085254e-1, 2.216867741940747e-1, 4.8683443692930507e-1},
 };
 const double kLanczosNum[13] = {
-    0.006061842346248906525783753964555936883222, 0.5098416655656676188125178644804694509993, 19.51992788247617482847860966235652136208,
-    449.9445569063168119446858607650988409623, 6955.999602515376140356310115515198987526, 75999.29304014542649875303443598909137092,
-    601859.6171681098786670226533699352302507, 3481712.15498064590882071018964774556468, 14605578.08768506808414169982791359218571,
-    43338889.32467613834773723740590533316085, 86363131.28813859145546927288977868422342, 103794043.1163445451906271053616070238554,
+    0.006061842346248906525783753964555936883222, 0.5098416655656676188125178644804694509993,
+    19.51992788247617482847860966235652136208, 449.9445569063168119446858607650988409623,
+    6955.999602515376140356310115515198987526, 75999.29304014542649875303443598909137092,
+    601859.6171681098786670226533699352302507, 3481712.15498064590882071018964774556468,
+    14605578.08768506808414169982791359218571, 43338889.32467613834773723740590533316085,
+    86363131.28813859145546927288977868422342, 103794043.1163445451906271053616070238554,
     56906521.91347156388090791033559122686859};
-const double kLanczosDen[13] = {1., 66., 1925., 32670., 357423., 2637558., 13339535., 45995730., 105258076., 150917976., 120543840., 39916800., 0.};
+const double kLanczosDen[13] = {1.,        66.,        1925.,      32670.,     357423.,   2637558., 13339535.,
+                                45995730., 105258076., 150917976., 120543840., 39916800., 0.};
 
 bool is_f64(const Value& v) { return v.type.dtype == ElementType::kF64; }
 double machep(const Value& v) { return is_f64(v) ? 1.11022302462515654042E-16 : 5.9604644775390625E-8; }
@@ -202,6 +205,12 @@ constexpr double kLanczosG = 6.024680040776729583740234375;
 constexpr int kMaxIter = 2000;
 
 Value lgam(HloBuilder& b, const Value& x) { return chlo(b, "lgamma", {x}); }
+
+// Inside a loop body: iteration `it` < n, broadcast like `like`.
+Value below(HloBuilder& r, const Value& it, int64_t n, const Value& like) {
+  return r.broadcast_to(r.compare(CompareDirection::kLt, it, r.constant(static_cast<double>(n), ElementType::kS64)),
+                        like.type.dims);
+}
 
 // Boost's Lanczos sum (exp(g) scaled) as a rational function, in 1 / a above 1 (coefficients reversed).
 Value lanczos_sum(HloBuilder& b, const Value& a) {
@@ -243,8 +252,7 @@ Value igam_series(HloBuilder& b, const Value& a, const Value& x, const Value& us
     Value c = mul(r, s[2], div(r, s[0], rr));
     Value ans = add(r, s[3], c);
     Value more = lnot(r, le(r, c, mul(r, k(r, eps, ans), ans)));
-    Value under = r.broadcast_to(r.compare(CompareDirection::kLt, it, r.constant(kMaxIter - 1, ElementType::kS64)), c.type.dims);
-    return std::pair<V, Value>{V{s[0], rr, c, ans}, land(r, more, under)};
+    return std::pair<V, Value>{V{s[0], rr, c, ans}, land(r, more, below(r, it, kMaxIter - 1, c))};
   });
   Value res = div(b, mul(b, st[3], ax), a);
   return sel(b, eq(b, ax, k(b, 0, ax)), k(b, 0, ax), res);
@@ -254,16 +262,16 @@ Value igam_series(HloBuilder& b, const Value& a, const Value& x, const Value& us
 Value igamc_series(HloBuilder& b, const Value& a, const Value& x, const Value& use) {
   double eps = machep(a);
   Value zero = k(b, 0, a);
-  V st = masked_while(b, {x, a, k(b, 1, a), zero}, use, [eps](HloBuilder& r, const Value& it, const V& s, const Value&) {
+  auto step = [eps](HloBuilder& r, const Value& it, const V& s, const Value&) {
     Value n = r.convert(r.broadcast_to(r.binary("stablehlo.add", it, r.constant(1, ElementType::kS64)), s[0].type.dims),
                         s[0].type.dtype);
     Value fac = mul(r, s[2], div(r, neg(r, s[0]), n));
     Value term = div(r, fac, add(r, s[1], n));
     Value sum = add(r, s[3], term);
     Value more = lnot(r, le(r, abs(r, term), mul(r, k(r, eps, sum), abs(r, sum))));
-    Value under = r.broadcast_to(r.compare(CompareDirection::kLt, it, r.constant(kMaxIter - 2, ElementType::kS64)), n.type.dims);
-    return std::pair<V, Value>{V{s[0], s[1], fac, sum}, land(r, more, under)};
-  });
+    return std::pair<V, Value>{V{s[0], s[1], fac, sum}, land(r, more, below(r, it, kMaxIter - 2, n))};
+  };
+  V st = masked_while(b, {x, a, k(b, 1, a), zero}, use, step);
   Value logx = log(b, x);
   Value term = neg(b, expm1(b, sub(b, mul(b, a, logx), lgam(b, add(b, k(b, 1, a), a)))));
   return sub(b, term, mul(b, exp(b, sub(b, mul(b, a, logx), lgam(b, a))), st[3]));
@@ -297,9 +305,8 @@ Value igamc_fraction(HloBuilder& b, const Value& a, const Value& x, const Value&
                         Value scale = gt(r, abs(r, pk), k(r, big, pk));
                         auto sc = [&](const Value& v) { return sel(r, scale, mul(r, v, k(r, biginv, v)), v); };
                         Value more = lnot(r, le(r, t, k(r, eps, t)));
-                        Value under =
-                            r.broadcast_to(r.compare(CompareDirection::kLt, it, r.constant(kMaxIter - 1, ElementType::kS64)), t.type.dims);
-                        return std::pair<V, Value>{V{yy, zz, c, sc(pkm2), sc(pkm1n), sc(qkm2), sc(qkm1n), an}, land(r, more, under)};
+                        V next{yy, zz, c, sc(pkm2), sc(pkm1n), sc(qkm2), sc(qkm1n), an};
+                        return std::pair<V, Value>{next, land(r, more, below(r, it, kMaxIter - 1, t))};
                       });
   Value res = mul(b, st[7], ax);
   return sel(b, eq(b, ax, k(b, 0, ax)), k(b, 0, ax), res);
@@ -313,7 +320,8 @@ Value igam_asymptotic(HloBuilder& b, const Value& a, const Value& x, bool igam, 
   Value sigma = div(b, sub(b, x, a), a);
   Value e = sqrt(b, mul(b, k(b, -2, a), sub(b, log1p(b, sigma), sigma)));
   Value eta = sel(b, gt(b, lambda, k(b, 1, a)), e, sel(b, lt(b, lambda, k(b, 1, a)), neg(b, e), k(b, 0, a)));
-  Value res = mul(b, k(b, 0.5, a), chlo(b, "erfc", {mul(b, mul(b, k(b, sgn, a), eta), sqrt(b, div(b, a, k(b, 2, a))))}));
+  Value arg = mul(b, mul(b, k(b, sgn, a), eta), sqrt(b, div(b, a, k(b, 2, a))));
+  Value res = mul(b, k(b, 0.5, a), chlo(b, "erfc", {arg}));
   // The coefficient table as a constant, one row per outer step.
   std::string text;
   for (int i = 0; i < 25; ++i) {
@@ -331,7 +339,9 @@ Value igam_asymptotic(HloBuilder& b, const Value& a, const Value& x, bool igam, 
         Value zero_i = r.constant(0, ElementType::kS64);
         Value row = r.op1("stablehlo.dynamic_slice", {tbl, it, zero_i}, {table_t.dtype, {1, 25}},
                           "slice_sizes = array<i64: 1, 25>");
-        auto coef = [&](int n) { return r.broadcast_to(r.reshape(r.slice(row, {0, n}, {1, n + 1}), {}), s[0].type.dims); };
+        auto coef = [&](int n) {
+          return r.broadcast_to(r.reshape(r.slice(row, {0, n}, {1, n + 1}), {}), s[0].type.dims);
+        };
         const Value& et = s[0];
         Value ck = coef(0);
         Value etapow = k(r, 1, et);
@@ -349,8 +359,7 @@ Value igam_asymptotic(HloBuilder& b, const Value& a, const Value& x, bool igam, 
         Value sum = sel(r, stop_before, s[2], add(r, s[2], term));
         Value stop_after = lt(r, absterm, mul(r, k(r, eps, sum), abs(r, sum)));
         Value afac = div(r, s[3], s[1]);
-        Value under = r.broadcast_to(r.compare(CompareDirection::kLt, it, r.constant(24, ElementType::kS64)), et.type.dims);
-        Value more = land(r, lnot(r, lor(r, stop_before, stop_after)), under);
+        Value more = land(r, lnot(r, lor(r, stop_before, stop_after)), below(r, it, 24, et));
         return std::pair<V, Value>{V{et, s[1], sum, afac, absterm}, more};
       });
   Value sum = st[2];
@@ -365,8 +374,8 @@ Value igammac_core(HloBuilder& b, const Value& a, const Value& x, const Value& u
   auto kd = [&](double v) { return k(b, v, xd); };
   Value gt11 = gt(b, xd, kd(1.1));
   Value le05 = le(b, xd, kd(0.5));
-  Value via_p = sel(b, gt11, lt(b, x, a),
-                    sel(b, le05, lt(b, div(b, kd(-0.4), b.convert(log(b, x), ElementType::kF64)), ad), lt(b, mul(b, xd, kd(1.1)), ad)));
+  Value small_x = lt(b, div(b, kd(-0.4), b.convert(log(b, x), ElementType::kF64)), ad);
+  Value via_p = sel(b, gt11, lt(b, x, a), sel(b, le05, small_x, lt(b, mul(b, xd, kd(1.1)), ad)));
   Value rest = land(b, use, lnot(b, asym));
   Value frac_use = land(b, land(b, rest, gt11), lnot(b, via_p));
   Value cser_use = land(b, land(b, rest, lnot(b, gt11)), lnot(b, via_p));

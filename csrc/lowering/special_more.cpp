@@ -179,11 +179,11 @@ Value hermite(HloBuilder& b, const Value& x, const Value& nf, bool physicists) {
   Value too_big = gt(b, n, limit);
   Value negative = lt(b, n, s64(b, 0, n));
   Value use = lnot(b, lor(b, negative, too_big));
-  Value r = recurrence(b, x, n, use, one, q0, [physicists](HloBuilder& h, const Value& j, const Value& y, const Value& p,
-                                                            const Value& q) {
+  auto step = [physicists](HloBuilder& h, const Value& j, const Value& y, const Value& p, const Value& q) {
     if (physicists) return sub(h, mul(h, add(h, y, y), q), mul(h, add(h, j, j), p));  // k = 2j
     return sub(h, mul(h, y, q), mul(h, j, p));
-  });
+  };
+  Value r = recurrence(b, x, n, use, one, q0, step);
   r = sel(b, eq(b, n, s64(b, 0, n)), one, r);
   r = sel(b, too_big, k(b, NAN, x), r);
   return sel(b, negative, k(b, 0, x), r);
@@ -195,11 +195,11 @@ Value laguerre(HloBuilder& b, const Value& x, const Value& nf) {
   Value negative = lt(b, n, s64(b, 0, n));
   Value zero_x = eq(b, abs(b, x), k(b, 0, x));
   Value use = lnot(b, lor(b, negative, zero_x));
-  Value r = recurrence(b, x, n, use, one, sub(b, one, x), [](HloBuilder& h, const Value& j, const Value& y, const Value& p,
-                                                                const Value& q) {
+  auto step = [](HloBuilder& h, const Value& j, const Value& y, const Value& p, const Value& q) {
     Value c = add(h, add(h, j, j), sub(h, k(h, 1, y), y));
     return div(h, sub(h, mul(h, c, q), mul(h, j, p)), add(h, j, k(h, 1, j)));
-  });
+  };
+  Value r = recurrence(b, x, n, use, one, sub(b, one, x), step);
   r = sel(b, eq(b, n, s64(b, 0, n)), one, r);
   r = sel(b, zero_x, one, r);
   return sel(b, negative, k(b, 0, x), r);
@@ -244,9 +244,8 @@ void add_polynomial_rules(std::vector<LoweringRow>& rows) {
   const char* kinds = "tuvw";
   for (int kind = 0; kind < 4; ++kind) {
     for (bool shifted : {false, true}) {
-      std::string base = std::string(shifted ? "special_shifted_chebyshev_polynomial_" : "special_chebyshev_polynomial_") +
-                         kinds[kind];
-      std::string short_name = std::string(shifted ? "shifted_chebyshev_polynomial_" : "chebyshev_polynomial_") + kinds[kind];
+      std::string short_name = std::string(shifted ? "shifted_" : "") + "chebyshev_polynomial_" + kinds[kind];
+      std::string base = "special_" + short_name;
       rows.push_back({poly_names(base), poly_rule(short_name, [kind, shifted](HloBuilder& b, const Value& x,
                                                                                      const Value& n) {
                         return chebyshev_poly(b, x, n, kind, shifted);
@@ -403,7 +402,9 @@ constexpr double k3Pi4 = 2.356194490192344928846982537459627163;     // 3 pi / 4
 constexpr double kSqrt2Pi = 0.797884560802865355879892119868763737;  // sqrt(2 / pi)
 constexpr double k2Pi = 0.636619772367581343075535053490057448;      // 2 / pi
 
-double epsilon_of(const Value& x) { return x.type.dtype == ElementType::kF64 ? 2.220446049250313e-16 : 1.1920928955078125e-7; }
+double epsilon_of(const Value& x) {
+  return x.type.dtype == ElementType::kF64 ? 2.220446049250313e-16 : 1.1920928955078125e-7;
+}
 
 Value airy_ai(HloBuilder& b, const Value& x) {
   Value one = k(b, 1, x);
@@ -446,7 +447,8 @@ Value airy_ai(HloBuilder& b, const Value& x) {
                         Value tt = abs(r, div(r, m, f));
                         return std::pair<V, Value>{V{z3, f, g, kk, m, n}, gt(r, tt, k(r, eps, tt))};
                       });
-  Value series = sub(b, mul(b, k(b, 0.355028053887817239260, x), st[1]), mul(b, k(b, 0.258819403792806798405, x), st[2]));
+  Value series = sub(b, mul(b, k(b, 0.355028053887817239260, x), st[1]),
+                     mul(b, k(b, 0.258819403792806798405, x), st[2]));
   Value r = sel(b, ge(b, x, k(b, 2.09, x)), decay, series);
   r = sel(b, lt(b, x, k(b, -2.09, x)), osc, r);
   r = sel(b, gt(b, x, k(b, 103.892, x)), k(b, 0, x), r);
@@ -470,7 +472,8 @@ Value bessel_j0(HloBuilder& b, const Value& x0) {
   Value x = abs(b, x0);
   Value xx = mul(b, x, x);
   Value tiny = sub(b, k(b, 1, x), div(b, xx, k(b, 4, x)));
-  Value roots = mul(b, sub(b, xx, k(b, 5.78318596294678452118e+00, x)), sub(b, xx, k(b, 3.04712623436620863991e+01, x)));
+  Value roots = mul(b, sub(b, xx, k(b, 5.78318596294678452118e+00, x)),  // squares of the first two zeros
+                    sub(b, xx, k(b, 3.04712623436620863991e+01, x)));
   Value small = div(b, mul(b, roots, horner(b, xx, kJ0RP)), horner(b, xx, kJ0RQ));
   small = sel(b, lt(b, x, k(b, 1e-5, x)), tiny, small);
   return sel(b, le(b, x, k(b, 5, x)), small, bessel_large(b, x, 0, false));
@@ -479,7 +482,8 @@ Value bessel_j0(HloBuilder& b, const Value& x0) {
 Value bessel_j1_positive(HloBuilder& b, const Value& x) {
   Value xx = mul(b, x, x);
   Value small = mul(b, div(b, horner(b, xx, kJ1RP), horner(b, xx, kJ1RQ)), x);
-  small = mul(b, mul(b, small, sub(b, xx, k(b, 1.46819706421238932572e+01, x))), sub(b, xx, k(b, 4.92184563216946036703e+01, x)));
+  small = mul(b, mul(b, small, sub(b, xx, k(b, 1.46819706421238932572e+01, x))),
+              sub(b, xx, k(b, 4.92184563216946036703e+01, x)));
   return sel(b, le(b, x, k(b, 5, x)), small, bessel_large(b, x, 1, false));
 }
 
@@ -529,8 +533,8 @@ Value modified_k(HloBuilder& b, const Value& x, int order, bool scaled) {
     // The CPU kernel takes log(0.5 * x) in double here (a double literal), so the expression rounds once to float.
     Value xd = b.convert(x, ElementType::kF64);
     Value lg = log(b, mul(b, k(b, 0.5, xd), xd));
-    small = b.convert(sub(b, b.convert(cs, ElementType::kF64), mul(b, lg, b.convert(modified_i(b, x, 0), ElementType::kF64))),
-                      ElementType::kF32);
+    Value i0 = b.convert(modified_i(b, x, 0), ElementType::kF64);
+    small = b.convert(sub(b, b.convert(cs, ElementType::kF64), mul(b, lg, i0)), ElementType::kF32);
   } else if (order == 0) {
     small = sub(b, cs, mul(b, log(b, half), modified_i(b, x, 0)));
   } else {
@@ -546,7 +550,8 @@ Value modified_k(HloBuilder& b, const Value& x, int order, bool scaled) {
 
 Value spherical_j0(HloBuilder& b, const Value& x) {
   Value xx = mul(b, x, x);
-  static const double kc[] = {-1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362880.0, -1.0 / 39916800.0, 1.0 / 6227020800.0};
+  static const double kc[] = {-1.0 / 6.0,      1.0 / 120.0,        -1.0 / 5040.0,
+                              1.0 / 362880.0, -1.0 / 39916800.0, 1.0 / 6227020800.0};
   Value acc = k(b, kc[5], x);
   for (int i = 4; i >= 0; --i) acc = add(b, k(b, kc[i], x), mul(b, xx, acc));
   Value small = add(b, k(b, 1, x), mul(b, xx, acc));
@@ -575,8 +580,10 @@ void add_bessel_rules(std::vector<LoweringRow>& rows) {
   add_unary("special_bessel_j1", "bessel_j1", bessel_j1);
   add_unary("special_bessel_y0", "bessel_y0", bessel_y0);
   add_unary("special_bessel_y1", "bessel_y1", bessel_y1);
-  add_unary("special_modified_bessel_i0", "modified_bessel_i0", [](HloBuilder& b, const Value& x) { return modified_i(b, x, 0); });
-  add_unary("special_modified_bessel_i1", "modified_bessel_i1", [](HloBuilder& b, const Value& x) { return modified_i(b, x, 1); });
+  add_unary("special_modified_bessel_i0", "modified_bessel_i0",
+            [](HloBuilder& b, const Value& x) { return modified_i(b, x, 0); });
+  add_unary("special_modified_bessel_i1", "modified_bessel_i1",
+            [](HloBuilder& b, const Value& x) { return modified_i(b, x, 1); });
   add_unary("special_modified_bessel_k0", "modified_bessel_k0",
             [](HloBuilder& b, const Value& x) { return modified_k(b, x, 0, false); });
   add_unary("special_modified_bessel_k1", "modified_bessel_k1",

@@ -16,9 +16,8 @@ Value clenshaw(HloBuilder& b, const Value& y, const std::vector<double>& c);
 
 // One step of masked_while: from the iteration number (0-based, s64 scalar), the state and the running mask, the
 // next state and where another step is needed afterwards.
-using MaskedStep =
-    std::function<std::pair<std::vector<Value>, Value>(HloBuilder&, const Value& iteration, const std::vector<Value>& state,
-                                                       const Value& running)>;
+using MaskedStep = std::function<std::pair<std::vector<Value>, Value>(
+    HloBuilder&, const Value& iteration, const std::vector<Value>& state, const Value& running)>;
 // A stablehlo.while over elementwise state (all of `running`'s shape): elements step while their mask holds and keep
 // their values once it clears; the loop ends when no element runs. Returns the final state.
 std::vector<Value> masked_while(HloBuilder& b, const std::vector<Value>& state, const Value& running,

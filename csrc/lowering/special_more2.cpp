@@ -272,9 +272,8 @@ Value erfcx_y100(HloBuilder& b, const Value& y100) {
   Value idx = b.convert(y100, ElementType::kS64);
   idx = b.binary("stablehlo.maximum", b.binary("stablehlo.minimum", idx, b.constant(100, ElementType::kS64, dims)),
                  b.constant(0, ElementType::kS64, dims));
-  Value t = sub(b, mul(b, k(b, 2, y100), y100),
-                b.convert(b.binary("stablehlo.add", b.binary("stablehlo.add", idx, idx), b.constant(1, ElementType::kS64, dims)),
-                          y100.type.dtype));
+  Value odd = b.binary("stablehlo.add", b.binary("stablehlo.add", idx, idx), b.constant(1, ElementType::kS64, dims));
+  Value t = sub(b, mul(b, k(b, 2, y100), y100), b.convert(odd, y100.type.dtype));
   Value points = b.reshape(idx, {numel, 1});
   std::string attrs =
       "dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], "
@@ -346,7 +345,8 @@ Value ndtri(HloBuilder& b, const Value& y0) {
 // base ** e for float64 values where a negative base only meets an integer exponent (as zeta guarantees).
 Value pow_signed(HloBuilder& b, const Value& base, const Value& e) {
   Value p = b.binary("stablehlo.power", abs(b, base), e);
-  Value odd = land(b, ne(b, b.binary("stablehlo.remainder", e, k(b, 2, e)), k(b, 0, e)), lt(b, abs(b, e), k(b, INFINITY, e)));
+  Value odd = ne(b, b.binary("stablehlo.remainder", e, k(b, 2, e)), k(b, 0, e));
+  odd = land(b, odd, lt(b, abs(b, e), k(b, INFINITY, e)));  // pow(negative, +-inf) is positive
   return sel(b, land(b, lt(b, base, k(b, 0, base)), odd), neg(b, p), p);
 }
 
@@ -374,7 +374,8 @@ Value zeta(HloBuilder& b, const Value& x, const Value& q) {
                         Value a = add(r, s[1], k(r, 1, s[1]));
                         Value bb = pow_signed(r, a, neg(r, s[0]));
                         Value sum = add(r, s[2], bb);
-                        Value conv = land(r, lt(r, mul(r, k(r, -kMachEp, sum), sum), bb), lt(r, bb, mul(r, k(r, kMachEp, sum), sum)));
+                        Value conv = land(r, lt(r, mul(r, k(r, -kMachEp, sum), sum), bb),
+                                          lt(r, bb, mul(r, k(r, kMachEp, sum), sum)));
                         Value more = land(r, lnot(r, conv), lor(r, lt(r, i, k(r, 9, i)), le(r, a, k(r, 9, a))));
                         return std::pair<V, Value>{V{s[0], a, sum, bb, i, conv}, more};
                       });
