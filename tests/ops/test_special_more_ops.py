@@ -225,3 +225,12 @@ def test_igamma_bf16_inplace_and_out():
     torch.igammac(a.float().to("tpu"), x.float().to("tpu"), out=out)
     assert not torch_tpu.metrics()["fallback_ops"]
     torch.testing.assert_close(out.cpu(), torch.igammac(a.float(), x.float()))
+
+
+def test_backward_through_lowered_forward():
+    q = torch.tensor([1.5, 2.0, 3.5, 10.0])
+    check(lambda t: S.zeta(2.5, t), q)  # d/dq zeta(x, q) = -x zeta(x + 1, q)
+    check(lambda t: S.zeta(torch.full_like(t, 3.0), t), q)
+    x = torch.tensor([0.5, 2.0, 7.0, 30.0])
+    check(lambda t: torch.igamma(torch.full_like(t, 1.5), t), x)
+    check(lambda t: torch.igammac(torch.full_like(t, 25.0), t), x)
