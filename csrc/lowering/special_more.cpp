@@ -106,12 +106,41 @@ Value recurrence(HloBuilder& b, const Value& x, const Value& n, const Value& use
   return res[3];
 }
 
-// sin/cos/acos of a float32 value through float64, rounded once: correctly rounded as glibc's sinf/cosf/acosf are, for
-// the large arguments n * acos(x) of the closed forms (XLA's float32 range reduction is coarser there).
-Value trig(HloBuilder& b, const char* name, const Value& v) {
-  auto apply = [&](const Value& a) {
-    return std::string(name) == "acos" ? chlo(b, "acos", {a}) : b.unary(std::string("stablehlo.") + name, a);
+// acosf near glibc's float32 result, so that n * acos(x) in the closed forms mostly gets the CPU's last bit, which
+// matters near a zero of the polynomial for large n. Not always: glibc's acosf is not correctly rounded, and XLA-CPU
+// contracts a * b + c into fused multiply-adds inside a program, which rounds once where C rounds twice.
+Value acos_f32(HloBuilder& b, const Value& x) {
+  auto c = [&](double v) { return k(b, v, x); };
+  auto pq = [&](const Value& z) {
+    Value p = add(b, c(7.9153501429e-04), mul(b, z, c(3.4793309169e-05)));
+    p = add(b, c(-4.0055535734e-02), mul(b, z, p));
+    p = add(b, c(2.0121252537e-01), mul(b, z, p));
+    p = add(b, c(-3.2556581497e-01), mul(b, z, p));
+    p = mul(b, z, add(b, c(1.6666667163e-01), mul(b, z, p)));
+    Value q = add(b, c(-6.8828397989e-01), mul(b, z, c(7.7038154006e-02)));
+    q = add(b, c(2.0209457874e+00), mul(b, z, q));
+    q = add(b, c(-2.4033949375e+00), mul(b, z, q));
+    q = add(b, c(1), mul(b, z, q));
+    return div(b, p, q);
   };
+  const double pio2_hi = 1.5707962513e+00, pio2_lo = 7.5497894159e-08;
+  Value ax = abs(b, x);
+  // |x| < 1/2 as fdlibm; outside, the correctly rounded value (float64, rounded once): fdlibm's float sqrt steps there,
+  // under XLA-CPU's approximate float32 sqrt and fused multiply-adds, strayed further from glibc near x = -1.
+  Value r0 = pq(mul(b, x, x));
+  Value mid = sub(b, c(pio2_hi), sub(b, x, sub(b, c(pio2_lo), mul(b, x, r0))));
+  mid = sel(b, le(b, ax, c(std::ldexp(1.0, -26))), add(b, c(pio2_hi), c(pio2_lo)), mid);
+  Value outer = b.convert(chlo(b, "acos", {b.convert(x, ElementType::kF64)}), ElementType::kF32);
+  Value r = sel(b, lt(b, ax, c(0.5)), mid, outer);
+  return sel(b, gt(b, ax, c(1)), c(NAN), r);
+}
+
+// sin/cos of a float32 value through float64, rounded once (as glibc's sinf/cosf, correctly rounded in practice), for
+// the large arguments n * acos(x) of the closed forms (XLA's float32 range reduction is coarser there); acos as acosf.
+Value trig(HloBuilder& b, const char* name, const Value& v) {
+  bool is_acos = std::string(name) == "acos";
+  if (v.type.dtype == ElementType::kF32 && is_acos) return acos_f32(b, v);
+  auto apply = [&](const Value& a) { return is_acos ? chlo(b, "acos", {a}) : b.unary(std::string("stablehlo.") + name, a); };
   if (v.type.dtype != ElementType::kF32) return apply(v);
   return b.convert(apply(b.convert(v, ElementType::kF64)), ElementType::kF32);
 }
