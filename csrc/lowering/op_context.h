@@ -133,6 +133,7 @@ void add_foreach_rules(std::vector<LoweringRow>& rows);
 void add_amp_rules(std::vector<LoweringRow>& rows);
 void add_rnn_rules(std::vector<LoweringRow>& rows);
 void add_selection_rules(std::vector<LoweringRow>& rows);  // selection.cpp: median, searchsorted, take/put, ...
+void add_special_more_rules(std::vector<LoweringRow>& rows);  // special_more.cpp: Bessel, polynomials, igamma, ...
 
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);

@@ -57,7 +57,7 @@ def test_fallback_policy_error():
     code = (
         "import torch\n"
         "try:\n"
-        "    torch.special.bessel_j0(torch.ones(4, device='tpu'))\n"
+        "    torch.ops.aten._foobar(torch.ones(4, device='tpu'))\n"
         "except NotImplementedError as e:\n"
         "    print('raised:', 'has no tpu lowering' in str(e))\n"
     )
