@@ -11,6 +11,7 @@
 
 #include "backend/generator.h"
 #include "backend/lowered_op.h"
+#include "exec/state.h"
 #include "exec/tensor_program.h"
 
 namespace torch_tpu {
@@ -72,6 +73,14 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t n = arguments.size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
   int device = first_tpu_device(args);
+  if (device < 0) {  // a factory (triu_indices, ...): the device it was asked for
+    for (const c10::IValue& a : args) {
+      if (a.isDevice() && a.toDevice().type() == c10::DeviceType::PrivateUse1) {
+        device = a.toDevice().has_index() ? a.toDevice().index() : current_device();
+        break;
+      }
+    }
+  }
   c10::DeviceIndex index = static_cast<c10::DeviceIndex>(std::max(device, 0));
 
   torch::jit::Stack host_stack;

@@ -597,12 +597,12 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"where.self", "where.self_out"}, where_rule});
   rows.push_back({{"clamp", "clamp_", "clamp.out", "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out"}, clamp_rule});
   rows.push_back({{"clamp_min", "clamp_min_", "clamp_min.out", "clamp_min.Tensor", "clamp_min_.Tensor"}, [](OpContext& c) -> V {
-                    reject_bool(c, "clamp_min");
+                    if (!c.is_tensor(1)) reject_bool(c, "clamp_min");  // CPU: bool tensors with a tensor bound only
                     check_number_arg(c, 1);
                     return binary_fn(nan_max)(c);
                   }});
   rows.push_back({{"clamp_max", "clamp_max_", "clamp_max.out", "clamp_max.Tensor", "clamp_max_.Tensor"}, [](OpContext& c) -> V {
-                    reject_bool(c, "clamp_max");
+                    if (!c.is_tensor(1)) reject_bool(c, "clamp_max");
                     check_number_arg(c, 1);
                     return binary_fn(nan_min)(c);
                   }});

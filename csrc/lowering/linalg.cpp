@@ -19,9 +19,12 @@ Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
                          {acc_type(t), {a.type.dims[0], b.type.dims[1]}});
 }
 
+// Batched: XLA-CPU's batched dot has no bf16 x bf16 -> f32 kernel ("Unsupported element type for DotThunk"), so
+// half operands are widened first (exact: the products and their float32 sum are the same numbers).
 Value batched(OpContext& c, const Value& a, const Value& b, ElementType t) {
-  return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {0}, {0}, {2}, {1},
-                         {acc_type(t), {a.type.dims[0], a.type.dims[1], b.type.dims[2]}});
+  ElementType operand = acc_type(t);
+  return c.b.dot_general(c.b.convert(c.b.convert(a, t), operand), c.b.convert(c.b.convert(b, t), operand), {0}, {0},
+                         {2}, {1}, {acc_type(t), {a.type.dims[0], a.type.dims[1], b.type.dims[2]}});
 }
 
 // beta * self + alpha * product (args: self, m1, m2, beta, alpha), in the product's (accumulation) type.

@@ -337,8 +337,15 @@ LoweringRule upsample_backward_rule(Mode mode, size_t nd) {
   };
 }
 
+// uint8 images: the CPU interpolates them in fixed point with its own rounding, which a float computation does not
+// reproduce value for value; those calls stay on the CPU fallback (nearest modes only copy, and are lowered).
+bool floating_input(const std::vector<c10::IValue>& args) {
+  return args.empty() || !args[0].isTensor() || at::isFloatingType(args[0].toTensor().scalar_type());
+}
+
 void add_upsample(Rows& rows, const std::string& name, Mode mode, size_t nd) {
-  rows.push_back({{name, name + ".out"}, upsample_rule(mode, nd)});
+  bool copies = mode == Mode::kNearest || mode == Mode::kNearestExact;
+  rows.push_back({{name, name + ".out"}, upsample_rule(mode, nd), nullptr, copies ? ArgumentFilter() : floating_input});
   rows.push_back({{name + "_backward", name + "_backward.grad_input"}, upsample_backward_rule(mode, nd)});
 }
 

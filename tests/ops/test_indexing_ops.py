@@ -468,3 +468,20 @@ def test_segment_reduce_forward_backward(case, reduce, initial):
         return torch.segment_reduce(x, reduce, axis=axis, initial=initial, unsafe=True, **moved)
 
     check(fn, data)
+
+
+def test_factories_that_fall_back_return_tpu_tensors():
+    # triu_indices/tril_indices have no tensor argument: the CPU fallback must still honour device="tpu".
+    for fn in (torch.triu_indices, torch.tril_indices):
+        got = fn(4, 5, 1, device="tpu")
+        assert got.device.type == "tpu"
+        torch.testing.assert_close(got.cpu(), fn(4, 5, 1))
+
+
+def test_clamp_bool_with_tensor_bounds():
+    # CPU clamps bool tensors against tensor bounds (the number overloads raise for Bool, as on CPU).
+    t, bound = torch.tensor([True, False, True]), torch.tensor([False, True, False])
+    torch.testing.assert_close(torch.clamp_min(t.to("tpu"), bound.to("tpu")).cpu(), torch.clamp_min(t, bound))
+    torch.testing.assert_close(torch.clamp_max(t.to("tpu"), bound.to("tpu")).cpu(), torch.clamp_max(t, bound))
+    with pytest.raises(NotImplementedError, match="Bool"):
+        torch.clamp_min(t.to("tpu"), True)

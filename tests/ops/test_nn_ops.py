@@ -355,3 +355,11 @@ def test_index_reduce_nan_and_bad_index():
     check(lambda a, s: a.index_reduce(0, torch.tensor([1, 1]).to(a.device), s, "amax"), x, src, grad=False)
     with pytest.raises(IndexError, match="index out of range in self"):
         x.to("tpu").index_reduce(0, torch.tensor([0, 2]).to("tpu"), src.to("tpu"), "prod").cpu()
+
+
+def test_bilinear_bfloat16_backward():
+    # F.bilinear's backward runs batched dots of bf16 operands into float32 (XLA-CPU has no such kernel: widened).
+    g = torch.Generator().manual_seed(14)
+    x1, x2 = torch.randn(8, 3, generator=g).bfloat16(), torch.randn(8, 4, generator=g).bfloat16()
+    w, bias = torch.randn(5, 3, 4, generator=g).bfloat16(), torch.randn(5, generator=g).bfloat16()
+    check(F.bilinear, x1, x2, w, bias, rtol=1.6e-2, atol=2e-2)

@@ -93,6 +93,8 @@ def test_tie_order_checks_still_catch_wrong_indices() -> None:
     assert not same_up_to_ties(x, (values, torch.tensor([1, 1, 3, 0])), (values, cpu_idx))  # not a permutation
     assert not same_up_to_ties(x, (values, torch.tensor([1, 2, 0, 3])), (values, cpu_idx))  # picks other values
     assert not same_up_to_ties(x, (values.flip(0), cpu_idx), (values, cpu_idx))  # values must equal CPU's
+    ints = torch.tensor([7, 9, 9, 2])  # int64 values are values, not indices
+    assert same_up_to_ties(ints, (ints.sort().values, torch.tensor([3, 0, 2, 1])), torch.sort(ints), "sort")
     cpu_grad, moved = torch.tensor([0.0, 0.5, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.5, 0.0])
     assert same_tie_sums(x, moved, cpu_grad)  # the gradient went to the other 1.0
     assert not same_tie_sums(x, torch.tensor([0.0, 0.0, 0.0, 0.5]), cpu_grad)  # ... not to the 2.0

@@ -379,3 +379,12 @@ def test_grid_sample_bfloat16_computes_in_float(mode):
     expected = F.grid_sample(x.float(), grid.float(), mode=mode, align_corners=False).bfloat16()
     actual = F.grid_sample(x.to("tpu"), grid.to("tpu"), mode=mode, align_corners=False).cpu()
     torch.testing.assert_close(actual, expected, rtol=1.6e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "nearest"])
+def test_uint8_images_interpolate_like_cpu(mode):
+    # CPU interpolates uint8 in fixed point with its own rounding: linear/cubic uint8 calls run on the CPU fallback
+    # (exact); nearest only copies and stays lowered.
+    x = torch.randint(0, 256, (1, 3, 9, 7), dtype=torch.uint8, generator=torch.Generator().manual_seed(13))
+    expected = F.interpolate(x, size=(13, 5), mode=mode)
+    torch.testing.assert_close(F.interpolate(x.to("tpu"), size=(13, 5), mode=mode).cpu(), expected, rtol=0, atol=0)
