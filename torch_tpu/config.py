@@ -9,7 +9,7 @@
 | TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
 | TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2 (or LOCAL_WORLD_SIZE) |
 | TORCH_TPU_DUMP_DIR       | write every compiled program's StableHLO text here          | unset (no dumps)   |
-| TORCH_TPU_PROGRAM_CACHE  | compiled programs kept in memory (least recently used go)   | 1024; 0 = no bound |
+| TORCH_TPU_PROGRAM_CACHE  | compiled programs kept in memory (least recently used go)   | 256; 0 = no bound  |
 | LOCAL_RANK               | (torchrun) picks this process's current tpu device          | unset              |
 | TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes before a collective | 1                  |
 | TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
@@ -36,7 +36,7 @@ class Config:
     local_rank: int | None = None
     dist_check: bool = True
     dist_cpu_zero_copy: bool = True
-    program_cache: int = 1024
+    program_cache: int = 256
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -99,7 +99,7 @@ def load(env: dict[str, str] | None = None) -> Config:
 def _program_cache(raw: str | None) -> int:
     value = _int_or_none("TORCH_TPU_PROGRAM_CACHE", raw)
     if value is None:
-        return 1024
+        return 256
     if value < 0:
         raise ValueError(f"TORCH_TPU_PROGRAM_CACHE={raw!r} must be >= 0 (0 keeps every program)")
     return value

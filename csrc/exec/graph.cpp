@@ -74,7 +74,7 @@ class GraphCache {
   }
 
  private:
-  static constexpr size_t kLimit = 1024;  // each graph holds an executable (mapped code pages)
+  static constexpr size_t kLimit = 256;  // each graph holds an executable (mapped code pages: up to ~150 for one with loops)
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const CachedGraph>> graphs_;
 };

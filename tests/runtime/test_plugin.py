@@ -91,7 +91,7 @@ def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="TPU_VISIBLE_CHIPS"):
         config.load({"TPU_VISIBLE_CHIPS": "a,b"})
     assert config.load({"TORCH_TPU_CACHE_DIR": "off"}).cache_dir is None
-    assert config.load({}).program_cache == 1024
+    assert config.load({}).program_cache == 256
     assert config.load({"TORCH_TPU_PROGRAM_CACHE": "0"}).program_cache == 0
     with pytest.raises(ValueError, match="TORCH_TPU_PROGRAM_CACHE"):
         config.load({"TORCH_TPU_PROGRAM_CACHE": "-5"})
