@@ -7,6 +7,7 @@
 #include "lowering/hlo_math.h"
 #include "lowering/numerics.h"
 #include "lowering/op_context.h"
+#include "lowering/scatter_rows.h"
 
 namespace torch_tpu {
 namespace {
@@ -16,19 +17,6 @@ using Rows = std::vector<LoweringRow>;
 using V = std::vector<Value>;
 
 enum Mode : int64_t { kSum = 0, kMean = 1, kMax = 2 };
-
-// Rows of `into` ([m, d]) combined with `updates` ([n, d]) at the s64 rows idx ([n]); out-of-range rows are dropped.
-Value scatter_rows(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, const std::string& op) {
-  int64_t n = idx.type.dims[0];
-  TensorType s{into.type.dtype, {}};
-  std::string body = b.region({s, s}, [&](HloBuilder& r, const V& a) { return V{r.op1(op, {a[0], a[1]}, s)}; });
-  bool matrix = into.type.rank() == 2;
-  std::string attrs = std::string("scatter_dimension_numbers = #stablehlo.scatter<") +
-                      (matrix ? "update_window_dims = [1], " : "") +
-                      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-                      "indices_are_sorted = false, unique_indices = false";
-  return b.op1("stablehlo.scatter", {into, b.reshape(idx, {n, 1}), updates}, into.type, attrs, {body});
-}
 
 Value s64(HloBuilder& b, double v, const std::vector<int64_t>& dims) { return b.constant(v, ElementType::kS64, dims); }
 

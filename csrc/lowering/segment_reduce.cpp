@@ -7,6 +7,7 @@
 #include "lowering/hlo_math.h"
 #include "lowering/numerics.h"
 #include "lowering/op_context.h"
+#include "lowering/scatter_rows.h"
 
 namespace torch_tpu {
 namespace {
@@ -17,20 +18,6 @@ using V = std::vector<Value>;
 using Ints = std::vector<int64_t>;
 
 Value s64(HloBuilder& b, double v, const Ints& dims) { return b.constant(v, ElementType::kS64, dims); }
-
-// Rows of `into` ([m, ...]) combined with `updates` ([n, ...]) at the s64 rows idx ([n]); out-of-range rows dropped.
-Value scatter_rows(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, const std::string& op) {
-  int64_t n = idx.type.dims[0];
-  TensorType s{into.type.dtype, {}};
-  std::string body = b.region({s, s}, [&](HloBuilder& r, const V& a) { return V{r.op1(op, {a[0], a[1]}, s)}; });
-  Ints window;
-  for (int64_t d = 1; d < into.type.rank(); ++d) window.push_back(d);
-  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<" +
-                      (window.empty() ? std::string() : "update_window_dims = " + i64_list(window) + ", ") +
-                      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-                      "indices_are_sorted = false, unique_indices = false";
-  return b.op1("stablehlo.scatter", {into, b.reshape(idx, {n, 1}), updates}, into.type, attrs, {body});
-}
 
 struct Segments {
   int64_t b = 1, n = 0, r = 1, s = 0;  // batch, positions along axis, trailing elements, segments
@@ -181,6 +168,19 @@ V segment_reduce_backward_rule(OpContext& c) {
 }
 
 }  // namespace
+
+Value scatter_rows(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, const std::string& op) {
+  int64_t n = idx.type.dims[0];
+  TensorType s{into.type.dtype, {}};
+  std::string body = b.region({s, s}, [&](HloBuilder& r, const V& a) { return V{r.op1(op, {a[0], a[1]}, s)}; });
+  Ints window;
+  for (int64_t d = 1; d < into.type.rank(); ++d) window.push_back(d);
+  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<" +
+                      (window.empty() ? std::string() : "update_window_dims = " + i64_list(window) + ", ") +
+                      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+                      "indices_are_sorted = false, unique_indices = false";
+  return b.op1("stablehlo.scatter", {into, b.reshape(idx, {n, 1}), updates}, into.type, attrs, {body});
+}
 
 void add_segment_reduce_rules(Rows& rows) {
   rows.push_back({{"segment_reduce", "segment_reduce.out"}, segment_reduce_rule});
