@@ -16,6 +16,7 @@
 #include "exec/sync.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
+#include "runtime/counters.h"
 
 namespace torch_tpu {
 namespace {
@@ -404,8 +405,14 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     bool number = type->kind() == c10::TypeKind::NumberType ||
                   (type->kind() == c10::TypeKind::OptionalType &&
                    type->containedType(0)->kind() == c10::TypeKind::NumberType);
+    bool number_list = type->kind() == c10::TypeKind::ListType &&
+                       type->containedType(0)->kind() == c10::TypeKind::NumberType;
     if (number && !shape_from_scalars && (args[i].isDouble() || args[i].isInt() || args[i].isBool())) {
       key += args[i].isDouble() ? "Nd;" : args[i].isInt() ? "Ni;" : "Nb;";
+    } else if (number_list && args[i].isList()) {  // a ScalarList (per-parameter step sizes): kinds only
+      key += "NL[";
+      for (const c10::IValue& e : args[i].toListRef()) key += e.isDouble() ? 'd' : e.isInt() ? 'i' : e.isBool() ? 'b' : 'c';
+      key += ']';
     } else {
       append_key(key, args[i]);
     }
@@ -421,6 +428,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (!cached) {
+    runtime_counters().meta_calls++;
     torch::jit::Stack meta_stack;
     for (const auto& a : args) meta_stack.push_back(map_tensors(a, to_meta));
     try {

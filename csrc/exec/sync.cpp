@@ -91,19 +91,36 @@ void set_eager_mode(EagerMode mode) {
 }
 EagerMode eager_mode() { return static_cast<EagerMode>(g_mode.load()); }
 
+namespace {
+// Moves the entries of `list` whose executions finished into `finished`. Executions on one device complete in
+// order, so checking from the front is enough, except when a long list has a slow head.
+void sweep_finished(std::vector<Pending>& list, std::vector<Pending>& finished) {
+  size_t done = 0;
+  while (done < list.size() && list[done].event.is_ready()) ++done;
+  if (done == 0 && list.size() >= 64) {
+    std::vector<Pending> still;
+    for (auto& p : list) (p.event.is_ready() ? finished : still).push_back(std::move(p));
+    list = std::move(still);
+  } else if (done > 0) {
+    finished.assign(std::make_move_iterator(list.begin()), std::make_move_iterator(list.begin() + done));
+    list.erase(list.begin(), list.begin() + done);
+  }
+}
+}  // namespace
+
 void track_pending(int device, Event event, std::shared_ptr<void> keep_alive) {
   if (!event.valid()) return;
+  std::vector<Pending> finished;  // released after the lock: what they keep alive may be large
   std::lock_guard<std::mutex> lock(g_mu);
   auto& list = pending()[device];
-  // Drop what already finished so the list stays short in long asynchronous runs.
-  if (list.size() >= 64) {
-    std::vector<Pending> still;
-    for (auto& p : list) {
-      if (!p.event.is_ready()) still.push_back(std::move(p));
-    }
-    list = std::move(still);
-  }
+  sweep_finished(list, finished);  // the list stays short and what it keeps alive is freed soon after it ran
   list.push_back(Pending{std::move(event), std::move(keep_alive)});
+}
+
+void release_finished(int device) {
+  std::vector<Pending> finished;
+  std::lock_guard<std::mutex> lock(g_mu);
+  sweep_finished(pending()[device], finished);
 }
 
 void synchronize_device(int device) {

@@ -23,6 +23,8 @@ EagerMode eager_mode();
 
 // `keep_alive` (e.g. the host memory of an asynchronous copy) is released once the event is known to have fired.
 void track_pending(int device, Event event, std::shared_ptr<void> keep_alive = nullptr);
+// Frees what finished executions kept alive (their arguments); does not wait.
+void release_finished(int device);
 // Waits for everything in flight on `device`; rethrows the first error (naming the op that caused it).
 void synchronize_device(int device);
 void synchronize_all();

@@ -310,7 +310,10 @@ void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr
     for (const DeferredCheck& c : deferred) raise_check(c);
     return;
   }
-  track_pending(device, std::move(r.done));  // host reads wait on the buffers themselves
+  // The arguments stay referenced until the execution is known to have finished: releasing a donated buffer
+  // before PJRT confirms the donation blocks until the whole program has run, which would make every flush that
+  // updates a storage in place (each optimizer step) synchronous. Host reads wait on the buffers themselves.
+  track_pending(device, std::move(r.done), std::make_shared<std::vector<std::shared_ptr<Buffer>>>(args));
   // Checks are read at the device's next sync point (a host read or synchronize()), not waited for here.
   if (!deferred.empty()) defer_checks(device, std::move(deferred));
 }
@@ -358,6 +361,7 @@ at::Tensor copy_device_to_host(const at::Tensor& src) {
   }
   note_host_sync("to_cpu");
   buffer->to_host(out.data_ptr(), static_cast<size_t>(out.nbytes()));
+  release_finished(src.device().index());
   raise_deferred_checks(src.device().index());  // a failed check of the programs before this read raises here
   return out;
 }

@@ -30,6 +30,7 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"graph_nodes", graph_nodes.load()},
       {"host_syncs", host_syncs.load()},
       {"cached_scalars", cached_scalars.load()},
+      {"meta_calls", meta_calls.load()},
   };
 }
 

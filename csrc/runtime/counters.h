@@ -28,8 +28,9 @@ struct RuntimeCounters {
   std::atomic<int64_t> graph_cache_misses{0};  // recorded graphs that had to be lowered (then compiled or text-cached)
   std::atomic<int64_t> graphs_run{0};   // programs run by the eager engine (one op, or a fused graph of many)
   std::atomic<int64_t> graph_nodes{0};  // ops recorded into those programs
-  std::atomic<int64_t> host_syncs{0};
-  std::atomic<int64_t> cached_scalars{0};  // device copies of numbers kept for reuse (counted in live_buffers)   // times the host waited for device values (by reason: exec/sync.h)
+  std::atomic<int64_t> host_syncs{0};      // times the host waited for device values (by reason: exec/sync.h)
+  std::atomic<int64_t> cached_scalars{0};  // device copies of numbers kept for reuse (counted in live_buffers)
+  std::atomic<int64_t> meta_calls{0};      // meta kernels run for output types (meta-result cache misses)
 
   std::map<std::string, int64_t> snapshot() const;
 };

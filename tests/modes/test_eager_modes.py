@@ -225,3 +225,25 @@ def test_fused_graph_ends_at_each_optimizer_step_without_loss_reads():
     torch.testing.assert_close(losses, cpu_losses, rtol=1e-5, atol=1e-6)
     assert graphs[1:] == [1, 1, 1, 1], graphs
     assert compiles == 0
+
+
+def test_fused_flush_with_in_place_update_does_not_wait():
+    """A graph that updates a storage in place donates its old buffer; the flush (each optimizer step ends in one)
+    must still return before the program has run. Releasing the donated buffer at once used to block until PJRT
+    confirmed the donation, i.e. until the whole graph had run, so the host could never record ahead."""
+    a = torch.randn(1024, 1024, device="tpu")
+    w = torch.randn(1024, 1024, device="tpu")
+    expected = w.cpu()
+    with torch_tpu.eager_mode("fused"):
+        for _ in range(2):  # the first run compiles
+            torch.tpu.synchronize()
+            donations = torch_tpu.metrics()["donations"]
+            for _ in range(4):
+                w.add_(a @ a)
+            torch_tpu.flush()
+            in_flight = not torch.tpu.current_stream().query()
+            torch.tpu.synchronize()
+            expected += 4 * (a.cpu() @ a.cpu())
+    assert torch_tpu.metrics()["donations"] > donations  # the old buffer of `w` was donated
+    assert in_flight  # four 1024^3 matmuls take tens of ms; the flush returned while they ran
+    torch.testing.assert_close(w.cpu(), expected, rtol=1e-4, atol=1e-2)

@@ -91,3 +91,34 @@ def test_changing_learning_rate_compiles_nothing_and_keeps_meta_cache_bounded():
         opt.step()
         torch.tpu.synchronize()  # a step boundary, as a loss read would be (fused mode runs one graph per step)
     assert torch_tpu.metrics()["compiles"] == compiles
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_adam_per_parameter_step_sizes_reuse_meta_results(mode):
+    """The foreach Adam passes per-parameter step sizes as a ScalarList whose values change every step; they are
+    program arguments, so steady-state steps run no meta kernel (a cache keyed by their values missed every step and
+    grew without bound) and compile nothing, and the parameters still match the CPU's."""
+
+    def run(device: str) -> tuple[list[torch.Tensor], int, int]:
+        torch.manual_seed(0)
+        model = _model().to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)  # the default foreach path
+        x = torch.randn(8, 6, generator=torch.Generator().manual_seed(1)).to(device)
+        meta = compiles = 0
+        for step in range(6):
+            if step == 3:
+                meta, compiles = torch_tpu.metrics()["meta_calls"], torch_tpu.metrics()["compiles"]
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+            opt.param_groups[0]["lr"] = 1e-2 / (step + 2)
+        params = [p.detach().cpu() for p in model.parameters()]
+        m = torch_tpu.metrics()
+        return params, m["meta_calls"] - meta, m["compiles"] - compiles
+
+    with torch_tpu.eager_mode(mode):
+        got, meta_calls, compiles = run("tpu")
+    want, _, _ = run("cpu")
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert meta_calls == 0
+    assert compiles == 0
