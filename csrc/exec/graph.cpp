@@ -302,6 +302,11 @@ void run_recording(int device, Recording& rec) {
 
   if (std::shared_ptr<const CachedGraph> hit = graph_cache().find(key)) {
     runtime_counters().graph_cache_hits++;
+    if (!hit->plan.exe) {  // nothing the graph computes is alive: there is nothing to run
+      if (donating.owns_lock()) donating.unlock();
+      reset_membership(rec);
+      return;
+    }
     std::vector<std::shared_ptr<Buffer>> args;
     args.reserve(hit->plan.sources.size());
     for (const ArgSource& src : hit->plan.sources) {
@@ -324,7 +329,8 @@ void run_recording(int device, Recording& rec) {
     for (int t : hit->target_slots) targets.push_back(rec.slots.at(static_cast<size_t>(t)).data);
     if (hit->donates) runtime_counters().donations += static_cast<int64_t>(donatable.size());
     buffers.clear();  // the program's arguments hold what it reads; donated buffers must not be held here
-    execute_plan(device, *hit->plan.exe, args, targets, hit->plan.checks, donating, [&] { reset_membership(rec); });
+    execute_plan(device, *hit->plan.exe, args, hit->plan.donated, targets, hit->plan.checks, donating,
+                 [&] { reset_membership(rec); });
     return;
   }
 
@@ -348,8 +354,12 @@ void run_recording(int device, Recording& rec) {
     }
   }
   reset_membership(rec);
-  if (facts_changed || !plan.exe) return;  // the key was computed from outdated facts: the next run stores it
+  if (facts_changed) return;  // the key was computed from outdated facts: the next run stores it
   auto cached = std::make_shared<CachedGraph>();
+  if (!plan.exe) {  // no live results and no checks: remembered, so the next such graph is not lowered again
+    graph_cache().add(key, std::move(cached));
+    return;
+  }
   cached->plan = plan;
   for (ArgSource& src : cached->plan.sources) {
     if (src.kind != ArgSource::kSlot) continue;

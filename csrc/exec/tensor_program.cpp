@@ -259,6 +259,7 @@ void TensorProgram::run(ProgramPlan* plan) {
   std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);
   if (may_donate) donating.lock();
   std::vector<Value> results;
+  std::vector<size_t> donated;
   for (StorageSlot* s : targets) {
     // Donate the old contents to the new when only this program still holds them (the storage, the slot and the
     // argument list): an in-place update then reuses the buffer instead of copying the storage.
@@ -267,6 +268,7 @@ void TensorProgram::run(ProgramPlan* plan) {
     bool unshared = s->buffer.use_count() == 3 && (!donatable_ || donatable_->count(s->data) > 0);
     if (s->arg_index >= 0 && same_type && unshared) {
       b_.set_alias(static_cast<size_t>(s->arg_index), static_cast<int>(results.size()));
+      donated.push_back(static_cast<size_t>(s->arg_index));
       runtime_counters().donations++;
     }
     results.push_back(s->value);
@@ -282,13 +284,14 @@ void TensorProgram::run(ProgramPlan* plan) {
   std::shared_ptr<Executable> exe = state.cache->get_or_compile(text);
   std::vector<const void*> target_data;
   for (StorageSlot* s : targets) target_data.push_back(s->data);
-  if (plan != nullptr) *plan = ProgramPlan{exe, sources_, target_data, reports};
-  execute_plan(device_, *exe, args_, target_data, reports, donating, [this] { release_storages(); });
+  if (plan != nullptr) *plan = ProgramPlan{exe, sources_, target_data, reports, donated};
+  execute_plan(device_, *exe, args_, donated, target_data, reports, donating, [this] { release_storages(); });
 }
 
 void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr<Buffer>>& args,
-                  const std::vector<const void*>& targets, const std::vector<CheckReport>& checks,
-                  std::unique_lock<std::shared_mutex>& donating, const std::function<void()>& outputs_placed) {
+                  const std::vector<size_t>& donated, const std::vector<const void*>& targets,
+                  const std::vector<CheckReport>& checks, std::unique_lock<std::shared_mutex>& donating,
+                  const std::function<void()>& outputs_placed) {
   std::vector<Buffer*> raw_args;
   raw_args.reserve(args.size());
   for (const auto& a : args) raw_args.push_back(a.get());
@@ -310,10 +313,15 @@ void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr
     for (const DeferredCheck& c : deferred) raise_check(c);
     return;
   }
-  // The arguments stay referenced until the execution is known to have finished: releasing a donated buffer
-  // before PJRT confirms the donation blocks until the whole program has run, which would make every flush that
-  // updates a storage in place (each optimizer step) synchronous. Host reads wait on the buffers themselves.
-  track_pending(device, std::move(r.done), std::make_shared<std::vector<std::shared_ptr<Buffer>>>(args));
+  // Donated buffers stay referenced until the execution is known to have finished (see above), so a flush that
+  // updates storages in place (each optimizer step) does not wait. Only they: a later op's donation decision
+  // counts the references to the buffers of live storages. Host reads wait on the buffers themselves.
+  std::shared_ptr<std::vector<std::shared_ptr<Buffer>>> keep;
+  if (!donated.empty()) {
+    keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>();
+    for (size_t i : donated) keep->push_back(args.at(i));
+  }
+  track_pending(device, std::move(r.done), std::move(keep));
   // Checks are read at the device's next sync point (a host read or synchronize()), not waited for here.
   if (!deferred.empty()) defer_checks(device, std::move(deferred));
 }

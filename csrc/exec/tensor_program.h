@@ -46,15 +46,18 @@ struct ProgramPlan {
   std::vector<ArgSource> sources;
   std::vector<const void*> targets;  // DeviceData per result, before the checks' results
   std::vector<CheckReport> checks;
+  std::vector<size_t> donated;  // argument positions whose buffers the program reuses for results
 };
 
 // Runs `exe` on `args` and hands its results to `targets` (DeviceData), then reports the checks (two results each:
 // the predicate and the culprit). `donating`: the lock held while old buffers are donated (released once the new
 // buffers are in place); `outputs_placed` runs then, before any wait. The shared tail of TensorProgram::run and of
-// a structural cache hit.
+// a structural cache hit. The `donated` arguments are kept until the execution has finished: releasing one before
+// PJRT confirms the donation blocks until the whole program has run.
 void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr<Buffer>>& args,
-                  const std::vector<const void*>& targets, const std::vector<CheckReport>& checks,
-                  std::unique_lock<std::shared_mutex>& donating, const std::function<void()>& outputs_placed);
+                  const std::vector<size_t>& donated, const std::vector<const void*>& targets,
+                  const std::vector<CheckReport>& checks, std::unique_lock<std::shared_mutex>& donating,
+                  const std::function<void()>& outputs_placed);
 
 // A cached device buffer holding `value` (0-d; PRED, S64 or F64 by the Scalar's kind), as host_scalar uses.
 std::shared_ptr<Buffer> scalar_buffer(int device, const c10::Scalar& value);
