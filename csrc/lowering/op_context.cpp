@@ -202,6 +202,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_embedding_bag_rules(rows);
     add_segment_reduce_rules(rows);
     add_selection_rules(rows);
+    add_flat_index_rules(rows);
     add_special_more_rules(rows);
     add_foreach_rules(rows);  // last: its rules look up the elementwise rows
     return rows;

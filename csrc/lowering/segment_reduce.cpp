@@ -170,16 +170,19 @@ V segment_reduce_backward_rule(OpContext& c) {
 }  // namespace
 
 Value scatter_rows(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, const std::string& op) {
-  int64_t n = idx.type.dims[0];
+  int64_t n = idx.type.numel();
   TensorType s{into.type.dtype, {}};
-  std::string body = b.region({s, s}, [&](HloBuilder& r, const V& a) { return V{r.op1(op, {a[0], a[1]}, s)}; });
+  std::string body = b.region({s, s}, [&](HloBuilder& r, const V& a) {
+    return op.empty() ? V{a[1]} : V{r.op1(op, {a[0], a[1]}, s)};
+  });
   Ints window;
   for (int64_t d = 1; d < into.type.rank(); ++d) window.push_back(d);
   std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<" +
                       (window.empty() ? std::string() : "update_window_dims = " + i64_list(window) + ", ") +
                       "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
                       "indices_are_sorted = false, unique_indices = false";
-  return b.op1("stablehlo.scatter", {into, b.reshape(idx, {n, 1}), updates}, into.type, attrs, {body});
+  Value rows = b.reshape(b.convert(idx, ElementType::kS64), {n, 1});
+  return b.op1("stablehlo.scatter", {into, rows, updates}, into.type, attrs, {body});
 }
 
 void add_segment_reduce_rules(Rows& rows) {

@@ -1,6 +1,6 @@
-// Selection, search and small factory ops: median/nanmedian (values and indices), searchsorted/bucketize, trace,
-// eye, logspace, channel_shuffle, take/put_, nonzero_static, frexp, gcd/lcm and masked_scatter (with its
-// backward). Everything stays on the device: data-dependent positions come from sorts, prefix counts and
+// Selection, search and small factory ops: median/nanmedian (values and indices), kthvalue, mode,
+// searchsorted/bucketize, trace, eye, logspace, channel_shuffle, frexp and gcd/lcm (take/put_, nonzero_static and
+// masked_scatter are in flat_index.cpp). Everything stays on the device: data-dependent positions come from sorts, prefix counts and
 // unrolled binary searches, and data-dependent errors go through OpContext::check.
 #include <ATen/ATen.h>
 
@@ -44,37 +44,6 @@ Value take_along(HloBuilder& b, const Value& x, const Value& idx, int64_t dim) {
                       all + ", index_vector_dim = " + std::to_string(r) + ">, slice_sizes = " + i64_array(Dims(r, 1)) +
                       ", indices_are_sorted = false";
   return b.op1("stablehlo.gather", {x, points}, {x.type.dtype, idx.type.dims}, attrs);
-}
-
-// Writes (or with `add`, adds) row i of `updates` [n, w...] into row points[i] of `base` [m, w...]; points outside
-// [0, m) are dropped, as XLA drops out-of-bounds scatter updates.
-Value scatter_rows(HloBuilder& b, const Value& base, const Value& points, const Value& updates, bool add) {
-  int64_t r = base.type.rank();
-  TensorType scalar{base.type.dtype, {}};
-  std::string body = b.region({scalar, scalar}, [&](HloBuilder& rb, const V& a) -> V {
-    if (!add) return {a[1]};
-    return {rb.op1(scalar.dtype == ElementType::kPred ? "stablehlo.or" : "stablehlo.add", {a[0], a[1]}, scalar)};
-  });
-  Dims window;
-  for (int64_t d = 1; d < r; ++d) window.push_back(d);
-  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<" +
-                      (window.empty() ? std::string() : "update_window_dims = " + i64_list(window) + ", ") +
-                      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-                      "indices_are_sorted = false, unique_indices = false";
-  Value pts = b.reshape(b.convert(points, kI64), {points.type.numel(), 1});
-  return b.op1("stablehlo.scatter", {base, pts, updates}, base.type, attrs, {body});
-}
-
-// Inclusive running sum along dim 0 of a 1-D value.
-Value prefix_sum(HloBuilder& b, const Value& x) {
-  int64_t n = x.type.dims[0];
-  if (n <= 1) return x;
-  TensorType scalar{x.type.dtype, {}};
-  std::string body = b.region({scalar, scalar}, [&](HloBuilder& rb, const V& a) -> V { return {add(rb, a[0], a[1])}; });
-  return b.op1("stablehlo.reduce_window", {x, b.constant(0, x.type.dtype)}, x.type,
-               "window_dimensions = array<i64: " + std::to_string(n) + ">, window_strides = array<i64: 1>, padding = "
-               "dense<[[" + std::to_string(n - 1) + ", 0]]> : tensor<1x2xi64>",
-               {body});
 }
 
 // Stable ascending sort along `dim` with the original positions; NaN sorts above everything (as torch.sort).
@@ -626,107 +595,6 @@ V channel_shuffle_rule(OpContext& c) {  // channel_shuffle(self, groups): [N, g,
   return {c.b.reshape(c.b.transpose(c.b.reshape(x, split), perm), d)};
 }
 
-// ---- take / put_ ----
-
-std::string take_message(int64_t n) {
-  return "out of range: tried to access index {value} on a tensor of " + std::to_string(n) + " elements.";
-}
-
-// Flat indices into `n` elements: range-checked on the device, negatives wrapped.
-Value flat_index(OpContext& c, size_t arg, int64_t n) {
-  Value idx = c.b.convert(c.tensor(arg), kI64);
-  c.check_range(idx, -n, n, take_message(n));
-  Value flat = c.b.reshape(idx, {idx.type.numel()});
-  Value neg = lt(c.b, flat, s64c(c.b, 0, flat.type.dims));
-  return sel(c.b, neg, add(c.b, flat, s64c(c.b, static_cast<double>(n), flat.type.dims)), flat);
-}
-
-V take_rule(OpContext& c) {  // take(self, index)
-  TensorType o = c.out(0);
-  Value x = c.tensor(0);
-  int64_t n = x.type.numel();
-  if (o.numel() == 0) return {zeros(c.b, o)};
-  Value idx = flat_index(c, 1, n);
-  if (n == 0) return {zeros(c.b, o)};  // the check above reports it
-  Value flat = c.b.reshape(x, {n});
-  return {c.b.reshape(take_along(c.b, flat, idx, 0), o.dims)};
-}
-
-V put_rule(OpContext& c) {  // put_(self, index, source, accumulate)
-  Value x = c.tensor(0);
-  int64_t n = x.type.numel();
-  int64_t k = c.inspect(1).toTensor().numel();
-  TORCH_CHECK_INDEX(c.inspect(2).toTensor().numel() == k, "put_(): Expected source and index to have the same number "
-                    "of elements, but got source.numel() = ", c.inspect(2).toTensor().numel(), ", index.numel() = ", k);
-  TORCH_CHECK_INDEX(n > 0 || k == 0, "put_(): Tried to put elements into an empty tensor");
-  if (k == 0) return {x};
-  Value idx = flat_index(c, 1, n);
-  if (n == 0) return {x};
-  Value src = c.b.reshape(c.b.convert(c.tensor(2), x.type.dtype), {k});
-  bool accumulate = c.has(3) && c.flag(3);
-  return {c.b.reshape(scatter_rows(c.b, c.b.reshape(x, {n}), idx, src, accumulate), x.type.dims)};
-}
-
-// ---- nonzero_static / masked_scatter ----
-
-// The rank of each true element of a flat mask among the true ones (0-based; garbage where false).
-Value true_ranks(HloBuilder& b, const Value& mask_flat) {
-  Value counts = prefix_sum(b, b.convert(mask_flat, kI64));
-  return sub(b, counts, s64c(b, 1, counts.type.dims));
-}
-
-V nonzero_static_rule(OpContext& c) {  // nonzero_static(self, size, fill_value) -> [size, rank]
-  TensorType o = c.out(0);
-  Value x = c.tensor(0);
-  int64_t r = x.type.rank(), n = x.type.numel(), size = o.dims[0];
-  if (o.numel() == 0) return {zeros(c.b, o)};
-  Value fill = c.operand(2, kI64, o.dims);
-  if (n == 0) return {fill};
-  Value nz = x.type.dtype == ElementType::kPred ? x : ne(c.b, x, zeros(c.b, x.type));
-  Value mask = c.b.reshape(nz, {n});
-  Value ranks = true_ranks(c.b, mask);
-  Value dest = sel(c.b, mask, ranks, s64c(c.b, static_cast<double>(size), {n}));  // past the end: dropped
-  V coords;
-  for (int64_t d = 0; d < r; ++d) coords.push_back(c.b.reshape(c.b.iota({kI64, x.type.dims}, d), {n, 1}));
-  Value rows = coords.size() == 1 ? coords[0] : c.b.concatenate(coords, 1);
-  return {scatter_rows(c.b, fill, dest, rows, false)};
-}
-
-// masked_scatter_(self, mask, source): the i-th true element of the mask (broadcast to self) takes source's i-th
-// element. Too few source elements is the CPU's RuntimeError, found on the device.
-V masked_scatter_rule(OpContext& c) {
-  HloBuilder& b = c.b;
-  Value x = c.tensor(0);
-  int64_t n = x.type.numel();
-  if (n == 0) return {x};
-  Value mask = b.broadcast_to(b.convert(c.tensor(1), ElementType::kPred), x.type.dims);
-  Value mflat = b.reshape(mask, {n});
-  Value src = c.tensor(2);
-  int64_t m = src.type.numel();
-  Value count = b.reduce(b.convert(mflat, kI64), s64c(b, 0), {0}, "stablehlo.add");
-  c.check(gt(b, count, s64c(b, static_cast<double>(m))), "Number of elements of source < number of ones in mask", false);
-  if (m == 0) return {x};
-  Value sflat = b.reshape(b.convert(src, x.type.dtype), {m});
-  Value at = b.binary("stablehlo.minimum", b.binary("stablehlo.maximum", true_ranks(b, mflat), s64c(b, 0, {n})),
-                      s64c(b, static_cast<double>(m - 1), {n}));
-  Value picked = take_along(b, sflat, at, 0);
-  return {b.reshape(sel(b, mflat, picked, b.reshape(x, {n})), x.type.dims)};
-}
-
-// masked_scatter_backward(grad_output, mask, sizes): source's gradient, grad_output's masked elements in order,
-// zeros past them.
-V masked_scatter_backward_rule(OpContext& c) {
-  HloBuilder& b = c.b;
-  TensorType o = c.out(0);
-  Value g = c.tensor(0);
-  int64_t n = g.type.numel(), m = o.numel();
-  if (m == 0 || n == 0) return {zeros(b, o)};
-  Value mask = b.reshape(b.broadcast_to(b.convert(c.tensor(1), ElementType::kPred), g.type.dims), {n});
-  Value dest = sel(b, mask, true_ranks(b, mask), s64c(b, static_cast<double>(m), {n}));
-  Value out = scatter_rows(b, zeros(b, {o.dtype, {m}}), dest, b.reshape(b.convert(g, o.dtype), {n}), false);
-  return {b.reshape(out, o.dims)};
-}
-
 // ---- frexp / gcd / lcm ----
 
 // frexp.Tensor(self) -> (mantissa in [0.5, 1) with self's sign, int32 exponent); 0, inf and NaN keep themselves
@@ -839,14 +707,6 @@ void add_selection_rules(Rows& rows) {
   rows.push_back({{"eye.out", "eye.m_out"}, eye_rule});
   rows.push_back({{"logspace.out"}, logspace_rule});
   rows.push_back({{"channel_shuffle", "channel_shuffle.out"}, channel_shuffle_rule});
-  rows.push_back({{"take", "take.out"}, take_rule});
-  rows.push_back({{"put_"}, put_rule});
-  rows.push_back({{"nonzero_static", "nonzero_static.out"}, nonzero_static_rule, [](std::vector<c10::IValue>& args) {
-                    TORCH_CHECK(args.size() < 2 || !args[1].isInt() || args[1].toInt() >= 0,
-                                "nonzero_static: 'size' must be an non-negative integer");
-                  }});
-  rows.push_back({{"masked_scatter_"}, masked_scatter_rule});
-  rows.push_back({{"masked_scatter_backward"}, masked_scatter_backward_rule});
   rows.push_back({{"frexp.Tensor", "frexp.Tensor_out"}, frexp_rule});
   rows.push_back({{"gcd", "gcd_", "gcd.out"}, gcd_lcm_rule(false)});
   rows.push_back({{"lcm", "lcm_", "lcm.out"}, gcd_lcm_rule(true)});
