@@ -44,6 +44,7 @@ def is_available() -> bool:
 def metrics() -> dict[str, Any]:
     """Runtime counters (compiles, cache hits, executions, transfers, live buffers) and per-op counts: ops lowered
     to programs, ops run on the host by design (random draws, data-dependent shapes) and CPU fallbacks."""
+    _C._release_finished()  # buffers finished executions no longer need are not counted as live
     out: dict[str, Any] = dict(_C.runtime_counters())
     out["lowered_ops"] = dict(_C._lowered_counts())
     out["fallback_ops"] = dict(_C._fallback_counts())

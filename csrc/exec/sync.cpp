@@ -123,6 +123,16 @@ void release_finished(int device) {
   sweep_finished(pending()[device], finished);
 }
 
+void release_all_finished() {
+  std::vector<Pending> finished;
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (auto& kv : pending()) {
+    std::vector<Pending> still;
+    for (auto& p : kv.second) (p.event.is_ready() ? finished : still).push_back(std::move(p));
+    kv.second = std::move(still);
+  }
+}
+
 void synchronize_device(int device) {
   flush_device(device);
   std::vector<Pending> events = take(device);

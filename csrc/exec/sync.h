@@ -25,6 +25,8 @@ EagerMode eager_mode();
 void track_pending(int device, Event event, std::shared_ptr<void> keep_alive = nullptr);
 // Frees what finished executions kept alive (their arguments); does not wait.
 void release_finished(int device);
+// The same on every device, checking every entry (a host read may return before its execution's event is marked).
+void release_all_finished();
 // Waits for everything in flight on `device`; rethrows the first error (naming the op that caused it).
 void synchronize_device(int device);
 void synchronize_all();

@@ -92,6 +92,7 @@ void bind_backend(py::module_& m) {
     return "debug";
   });
   m.def("_flush", &flush_all_devices, py::call_guard<py::gil_scoped_release>());
+  m.def("_release_finished", &release_all_finished, py::call_guard<py::gil_scoped_release>());
   m.def("_set_graph_node_limit", &set_graph_node_limit);
   m.def("_host_sync_counts", &host_sync_counts);
   m.def("_reset_host_sync_counts", &reset_host_sync_counts);
