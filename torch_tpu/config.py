@@ -99,7 +99,7 @@ def load(env: dict[str, str] | None = None) -> Config:
 def _program_cache(raw: str | None) -> int:
     value = _int_or_none("TORCH_TPU_PROGRAM_CACHE", raw)
     if value is None:
-        return 256
+        return Config.program_cache
     if value < 0:
         raise ValueError(f"TORCH_TPU_PROGRAM_CACHE={raw!r} must be >= 0 (0 keeps every program)")
     return value

@@ -411,7 +411,9 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       key += args[i].isDouble() ? "Nd;" : args[i].isInt() ? "Ni;" : "Nb;";
     } else if (number_list && args[i].isList()) {  // a ScalarList (per-parameter step sizes): kinds only
       key += "NL[";
-      for (const c10::IValue& e : args[i].toListRef()) key += e.isDouble() ? 'd' : e.isInt() ? 'i' : e.isBool() ? 'b' : 'c';
+      for (const c10::IValue& e : args[i].toListRef()) {
+        key += e.isDouble() ? 'd' : e.isInt() ? 'i' : e.isBool() ? 'b' : 'c';
+      }
       key += ']';
     } else {
       append_key(key, args[i]);

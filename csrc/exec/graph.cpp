@@ -74,7 +74,8 @@ class GraphCache {
   }
 
  private:
-  static constexpr size_t kLimit = 256;  // each graph holds an executable (mapped code pages: up to ~150 for one with loops)
+  // Each graph holds an executable (mapped code pages: up to ~150 regions for one with loops).
+  static constexpr size_t kLimit = 256;
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const CachedGraph>> graphs_;
 };
@@ -303,7 +304,6 @@ void run_recording(int device, Recording& rec) {
   if (std::shared_ptr<const CachedGraph> hit = graph_cache().find(key)) {
     runtime_counters().graph_cache_hits++;
     if (!hit->plan.exe) {  // nothing the graph computes is alive: there is nothing to run
-      if (donating.owns_lock()) donating.unlock();
       reset_membership(rec);
       return;
     }

@@ -92,15 +92,20 @@ void set_eager_mode(EagerMode mode) {
 EagerMode eager_mode() { return static_cast<EagerMode>(g_mode.load()); }
 
 namespace {
-// Moves the entries of `list` whose executions finished into `finished`. Executions on one device complete in
-// order, so checking from the front is enough, except when a long list has a slow head.
+// Moves every entry of `list` whose execution finished into `finished`.
+void take_all_finished(std::vector<Pending>& list, std::vector<Pending>& finished) {
+  std::vector<Pending> still;
+  for (auto& p : list) (p.event.is_ready() ? finished : still).push_back(std::move(p));
+  list = std::move(still);
+}
+
+// The same, cheaply: executions on one device complete in order, so checking from the front is enough, except when
+// a long list has a slow head.
 void sweep_finished(std::vector<Pending>& list, std::vector<Pending>& finished) {
   size_t done = 0;
   while (done < list.size() && list[done].event.is_ready()) ++done;
   if (done == 0 && list.size() >= 64) {
-    std::vector<Pending> still;
-    for (auto& p : list) (p.event.is_ready() ? finished : still).push_back(std::move(p));
-    list = std::move(still);
+    take_all_finished(list, finished);
   } else if (done > 0) {
     finished.assign(std::make_move_iterator(list.begin()), std::make_move_iterator(list.begin() + done));
     list.erase(list.begin(), list.begin() + done);
@@ -126,11 +131,7 @@ void release_finished(int device) {
 void release_all_finished() {
   std::vector<Pending> finished;
   std::lock_guard<std::mutex> lock(g_mu);
-  for (auto& kv : pending()) {
-    std::vector<Pending> still;
-    for (auto& p : kv.second) (p.event.is_ready() ? finished : still).push_back(std::move(p));
-    kv.second = std::move(still);
-  }
+  for (auto& kv : pending()) take_all_finished(kv.second, finished);
 }
 
 void synchronize_device(int device) {

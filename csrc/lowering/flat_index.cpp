@@ -58,7 +58,8 @@ V put_rule(OpContext& c) {  // put_(self, index, source, accumulate)
   if (n == 0) return {x};
   Value src = c.b.reshape(c.b.convert(c.tensor(2), x.type.dtype), {k});
   bool accumulate = c.has(3) && c.flag(3);
-  return {c.b.reshape(scatter_rows(c.b, c.b.reshape(x, {n}), src, idx, accumulate ? accumulator(x.type.dtype) : ""), x.type.dims)};
+  Value put = scatter_rows(c.b, c.b.reshape(x, {n}), src, idx, accumulate ? accumulator(x.type.dtype) : "");
+  return {c.b.reshape(put, x.type.dims)};
 }
 
 // ---- nonzero_static / masked_scatter ----
@@ -98,7 +99,8 @@ V masked_scatter_rule(OpContext& c) {
   Value src = c.tensor(2);
   int64_t m = src.type.numel();
   Value count = b.reduce(b.convert(mflat, kI64), s64c(b, 0), {0}, "stablehlo.add");
-  c.check(gt(b, count, s64c(b, static_cast<double>(m))), "Number of elements of source < number of ones in mask", false);
+  c.check(gt(b, count, s64c(b, static_cast<double>(m))), "Number of elements of source < number of ones in mask",
+          false);
   if (m == 0) return {x};
   Value sflat = b.reshape(b.convert(src, x.type.dtype), {m});
   Value at = b.binary("stablehlo.minimum", b.binary("stablehlo.maximum", true_ranks(b, mflat), s64c(b, 0, {n})),

@@ -1,4 +1,5 @@
-// Row scatter shared by the rules that reduce positions into groups (segment_reduce, embedding_bag).
+// Row scatter shared by segment_reduce, embedding_bag and the flat-index ops (put_, nonzero_static, masked_scatter).
+// Defined in segment_reduce.cpp.
 #pragma once
 
 #include <string>
