@@ -13,6 +13,7 @@
 | LOCAL_RANK               | (torchrun) picks this process's current tpu device          | unset              |
 | TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes before a collective | 1                  |
 | TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
+| TORCH_TPU_COMPILE_REPLAY | torch.compile graphs rerun their captured program           | 1                  |
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Config:
     dist_check: bool = True
     dist_cpu_zero_copy: bool = True
     program_cache: int = 256
+    compile_replay: bool = True
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -93,6 +95,7 @@ def load(env: dict[str, str] | None = None) -> Config:
         dist_cpu_zero_copy=_flag(e.get("TORCH_TPU_DIST_CPU_ZERO_COPY", "1")),
         dump_dir=os.path.expanduser(e["TORCH_TPU_DUMP_DIR"]) if e.get("TORCH_TPU_DUMP_DIR") else None,
         program_cache=_program_cache(e.get("TORCH_TPU_PROGRAM_CACHE")),
+        compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
     )
 
 

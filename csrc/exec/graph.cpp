@@ -1,4 +1,5 @@
 #include "exec/graph.h"
+#include "exec/recording.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
@@ -186,57 +187,42 @@ SeenNodes& seen_nodes() {
   return *s;
 }
 
+}  // namespace
+
 // ---- A recorded graph ---------------------------------------------------------------------------------------------
 
-struct Slot {
-  DeviceData* data = nullptr;
-  const c10::TensorImpl* snapshot = nullptr;  // one snapshot of it (alive as long as the recording)
-  int snapshots = 0;  // snapshot tensors of the recording that hold the storage
-  bool written = false;
-};
-
-struct Recording {
-  std::vector<RecordedOp> ops;
-  std::vector<OpFacts> facts;  // per op, as known when recorded
-  std::string key;
-  std::unordered_map<const void*, int> slot_of;
-  std::vector<Slot> slots;
-
-  bool empty() const { return ops.empty(); }
-
-  void add(RecordedOp op, const OpFacts& f, bool mark_membership) {
-    append_node_key(key, op, f);
-    for (size_t i = 0; i < op.tensors.size(); ++i) {
-      const at::Tensor& t = op.tensors[i];
-      DeviceData* data = &device_data(t.storage());
-      auto it = slot_of.find(data);
-      int index;
-      if (it == slot_of.end()) {
-        index = static_cast<int>(slots.size());
-        slot_of.emplace(data, index);
-        slots.push_back(Slot{data, t.unsafeGetTensorImpl(), 0, false});
-      } else {
-        index = it->second;
-      }
-      Slot& s = slots[static_cast<size_t>(index)];
-      s.snapshots++;
-      bool writes = op.written[i] || f.updates_args;
-      s.written = s.written || writes;
-      if (mark_membership) {
-        int m = writes ? DeviceData::kWritten : DeviceData::kRead;
-        if (data->membership() < m) data->set_membership(m);
-      }
-      key += '#';
-      key += std::to_string(index);
-      key += writes ? 'w' : 'r';
+void Recording::add(RecordedOp op, const OpFacts& f, bool mark_membership) {
+  append_node_key(key, op, f);
+  for (size_t i = 0; i < op.tensors.size(); ++i) {
+    const at::Tensor& t = op.tensors[i];
+    DeviceData* data = &device_data(t.storage());
+    auto it = slot_of.find(data);
+    int index;
+    if (it == slot_of.end()) {
+      index = static_cast<int>(slots.size());
+      slot_of.emplace(data, index);
+      slots.push_back(Slot{data, t.unsafeGetTensorImpl(), 0, false});
+    } else {
+      index = it->second;
     }
-    key += '\n';
-    ops.push_back(std::move(op));
-    facts.push_back(f);
+    Slot& s = slots[static_cast<size_t>(index)];
+    s.snapshots++;
+    bool writes = op.written[i] || f.updates_args;
+    s.written = s.written || writes;
+    if (mark_membership) {
+      int m = writes ? DeviceData::kWritten : DeviceData::kRead;
+      if (data->membership() < m) data->set_membership(m);
+    }
+    key += '#';
+    key += std::to_string(index);
+    key += writes ? 'w' : 'r';
   }
-};
+  key += '\n';
+  ops.push_back(std::move(op));
+  facts.push_back(f);
+}
 
-void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* facts_changed = nullptr) {
+void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* facts_changed) {
   OpFacts learnt;
   op.lower(program, op, node, learnt);
   bool changed = facts_table().learn(op.structure, learnt);
@@ -246,13 +232,8 @@ void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* fact
   seen_nodes().add(std::move(key));
 }
 
-// Whether `op` can be recorded without lowering: its structure and its baked numbers were lowered before.
-bool known_op(const RecordedOp& op, OpFacts& facts) {
-  if (!facts_table().find(op.structure, facts)) return false;
-  std::string key;
-  append_node_key(key, op, facts);
-  return seen_nodes().contains(key);
-}
+c10::Scalar recorded_number(const RecordedOp& op, int arg, int elem) { return number_at(op, arg, elem); }
+std::vector<c10::Scalar> recorded_numbers(const RecordedOp& op, int arg) { return numbers_of(op, arg); }
 
 void reset_membership(const Recording& rec) {
   for (const Slot& s : rec.slots) {
@@ -378,6 +359,16 @@ void run_recording(int device, Recording& rec) {
   graph_cache().add(key, std::move(cached));
 }
 
+namespace {
+
+// Whether `op` can be recorded without lowering: its structure and its baked numbers were lowered before.
+bool known_op(const RecordedOp& op, OpFacts& facts) {
+  if (!facts_table().find(op.structure, facts)) return false;
+  std::string key;
+  append_node_key(key, op, facts);
+  return seen_nodes().contains(key);
+}
+
 // ---- The open graph of each device -------------------------------------------------------------------------------
 
 struct OpenGraph {
@@ -387,6 +378,8 @@ struct OpenGraph {
   int lowered = 0;          // ops in `program`
   int64_t nodes = 0;
   int building = 0;  // ops being appended (nested dispatch counts): running the graph now would cut them in half
+  uint64_t runs = 0;  // times the graph ran (a capture is valid only if none ran in between)
+  int capturing = 0;  // captures in progress: no node limit
 };
 
 std::array<OpenGraph, kMaxDevices>& graphs() {
@@ -414,7 +407,7 @@ TensorProgram& lowering_program(int device, OpenGraph& g) {
 }
 
 void count_node(int device, OpenGraph& g) {
-  if (g.building > 0) return;  // an op dispatched from inside another op's recording
+  if (g.building > 0 || g.capturing > 0) return;  // inside another op's recording, or a capture
   if (++g.nodes >= g_node_limit.load()) flush_device(device);
 }
 
@@ -429,6 +422,7 @@ void flush_device(int device) {
          "an op's lowering waited for device values while it was being recorded into the fused graph");
   }
   g.nodes = 0;
+  g.runs++;
   if (g.program) {
     std::unique_ptr<TensorProgram> program = std::move(g.program);
     g.lowered = 0;
@@ -458,6 +452,32 @@ void flush_all_devices() {
     std::lock_guard<std::recursive_mutex> lock(g.mu);
     if (g.program || !g.recording.empty()) flush_device(d);
   }
+}
+
+uint64_t begin_capture(int device) {
+  OpenGraph& g = graph_of(device);
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  if (g.program || !g.recording.empty()) flush_device(device);
+  g.capturing++;
+  return g.runs;
+}
+
+bool end_capture(int device, uint64_t token, const std::function<void(Recording&)>& use) {
+  OpenGraph& g = graph_of(device);
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  if (g.capturing > 0) g.capturing--;
+  if (!use || g.runs != token || g.program || g.building > 0 || g.recording.empty()) return false;
+  Recording rec = std::move(g.recording);
+  g.recording = Recording();
+  g.nodes = 0;
+  try {
+    use(rec);
+  } catch (...) {
+    reset_membership(rec);
+    throw;
+  }
+  reset_membership(rec);
+  return true;
 }
 
 void set_graph_node_limit(int64_t nodes) { g_node_limit = std::max<int64_t>(nodes, 1); }

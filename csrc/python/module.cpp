@@ -6,6 +6,7 @@ PYBIND11_MODULE(_C, m) {
   torch_tpu::bind_runtime(m);
   torch_tpu::bind_hlo(m);
   torch_tpu::bind_backend(m);
+  torch_tpu::bind_replay(m);
   torch_tpu::bind_contract(m);
   torch_tpu::bind_distributed(m);
 }

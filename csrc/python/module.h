@@ -9,6 +9,7 @@ void bind_errors(pybind11::module_& m);
 void bind_runtime(pybind11::module_& m);
 void bind_hlo(pybind11::module_& m);
 void bind_backend(pybind11::module_& m);
+void bind_replay(pybind11::module_& m);
 void bind_contract(pybind11::module_& m);
 void bind_distributed(pybind11::module_& m);  // csrc/distributed/bindings.cpp
 

@@ -31,6 +31,7 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"host_syncs", host_syncs.load()},
       {"cached_scalars", cached_scalars.load()},
       {"meta_calls", meta_calls.load()},
+      {"graph_replays", graph_replays.load()},
   };
 }
 

@@ -31,6 +31,7 @@ struct RuntimeCounters {
   std::atomic<int64_t> host_syncs{0};      // times the host waited for device values (by reason: exec/sync.h)
   std::atomic<int64_t> cached_scalars{0};  // device copies of numbers kept for reuse (counted in live_buffers)
   std::atomic<int64_t> meta_calls{0};      // meta kernels run for output types (meta-result cache misses)
+  std::atomic<int64_t> graph_replays{0};   // compiled graphs run again from their capture (no op dispatched)
 
   std::map<std::string, int64_t> snapshot() const;
 };

@@ -32,7 +32,23 @@ KEYS = (
     "aot_backward_graphs",
     "bucketed_calls",
     "graph_cache_hits",
+    "graph_replays",
+    "graph_nodes",
+    "captured_graphs",
+    "refused_captures",
+    "replayed_calls",
 )
+
+
+@pytest.fixture
+def no_replay() -> Iterator[None]:
+    """Compiled graphs recorded op by op on every call (replay off), as fused eager records them."""
+    from torch_tpu.compile import replay
+
+    previous = replay.enabled()
+    replay.set_enabled(False)
+    yield
+    replay.set_enabled(previous)
 
 
 @pytest.fixture

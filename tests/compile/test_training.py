@@ -74,9 +74,9 @@ def test_batchnorm_running_stats_then_eval(delta) -> None:
     assert d["dynamo_recompiles"] == 1 and d["fallbacks"] == 0
 
 
-def test_fused_step_is_one_program(delta) -> None:
-    """In fused mode the compiled forward, the compiled backward and the optimizer step are one program per step,
-    and fixed shapes never recompile (neither Dynamo nor XLA)."""
+def _mlp_steps(delta, steps: int) -> dict[str, int]:
+    """`steps` AdamW steps of a compiled MLP in fused mode, each loss equal to CPU eager's; the counters' change
+    after the first two steps (they compile: AdamW's first step differs, its state is created)."""
     torch.manual_seed(0)
     cpu, tpu = _pair(nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3)))
     compiled = torch.compile(tpu, backend="tpu")
@@ -85,20 +85,40 @@ def test_fused_step_is_one_program(delta) -> None:
     x, y = _data(12, 3, 8)
     xt, yt = x.to("tpu"), y.to("tpu")
     with torch_tpu.eager_mode("fused"):
-        for step in range(12):
+        for step in range(steps):
             expected = _step(cpu, opt_c, x, y)
             got = _step(compiled, opt_t, xt, yt).item()
             assert abs(got - expected.item()) < 1e-4
-            if step == 1:
-                delta()  # the first two steps compile (AdamW's first step differs: its state is created)
-    d = delta()
-    assert d["executions"] == 10 and d["compiles"] == 0 and d["cache_misses"] == 0
+            if step == 2:
+                delta()
+    for p, q in zip(cpu.parameters(), tpu.parameters(), strict=True):
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-4, atol=1e-6)
+    return delta()
+
+
+def test_fused_step_replays_compiled_graphs(delta) -> None:
+    """After warm-up the compiled forward and backward run from their captures (one execution each, no op
+    dispatched); the loss and the optimizer step are fused eager. Fixed shapes never recompile."""
+    d = _mlp_steps(delta, 12)
+    assert d["replayed_calls"] == 18 and d["graph_replays"] == 18 and d["captured_graphs"] == 0
+    assert d["refused_captures"] == 0
+    # per step: forward, loss + its backward, compiled backward, optimizer step (+ loss read)
+    assert d["executions"] == 4 * 9 and d["compiles"] == 0 and d["cache_misses"] == 0
+    assert d["dynamo_recompiles"] == 0 and d["compiled_graphs"] == 0 and d["fallbacks"] == 0
+
+
+def test_fused_step_is_one_program_without_replay(delta, no_replay) -> None:
+    """With replay off the compiled forward, the compiled backward and the optimizer step are recorded into one
+    fused graph: one program per step."""
+    d = _mlp_steps(delta, 12)
+    assert d["executions"] == 9 and d["compiles"] == 0 and d["cache_misses"] == 0 and d["replayed_calls"] == 0
     assert d["dynamo_recompiles"] == 0 and d["compiled_graphs"] == 0 and d["fallbacks"] == 0
 
 
 def test_batchnorm_step_hits_the_structural_cache(delta) -> None:
-    """BatchNorm's buffer updates are in-graph copies; rewritten onto lowered ops, the fused step graph is found by
-    the engine's structural cache (nothing lowered or printed) from the third step on."""
+    """BatchNorm's buffer updates are in-graph copies (rewritten onto lowered ops): the forward that makes them is
+    captured and replayed with the running statistics as updated inputs, and the loss and optimizer graphs are found
+    by the engine's structural cache (nothing lowered or printed) from the third step on."""
     torch.manual_seed(0)
     layers = [nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 3)]
     cpu, tpu = _pair(nn.Sequential(*layers))
@@ -112,5 +132,9 @@ def test_batchnorm_step_hits_the_structural_cache(delta) -> None:
             if step == 1:
                 delta()
     d = delta()
-    assert d["graph_cache_hits"] == 4 and d["executions"] == 4 and d["fallbacks"] == 0
+    # forward (updating the running statistics) and backward replayed; the loss and SGD graphs hit the cache
+    assert d["replayed_calls"] == 8 and d["graph_cache_hits"] == 8 and d["executions"] == 16
+    assert d["compiles"] == 0 and d["fallbacks"] == 0
+    torch.testing.assert_close(tpu[1].running_mean.cpu(), cpu[1].running_mean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(tpu[1].running_var.cpu(), cpu[1].running_var, rtol=1e-5, atol=1e-6)
+    assert int(tpu[1].num_batches_tracked.item()) == 6

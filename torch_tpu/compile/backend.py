@@ -11,7 +11,8 @@ import torch
 
 from torch_tpu.compile import bucketing, counters
 from torch_tpu.compile.decompositions import tpu_decompositions
-from torch_tpu.compile.runner import fused, run_fused
+from torch_tpu.compile.replay import Replayed
+from torch_tpu.compile.runner import run_fused
 
 
 def _count_compile() -> None:
@@ -103,10 +104,11 @@ def _fill_undefined_outputs(gm: torch.fx.GraphModule, fn: Callable[..., Any]) ->
 
 
 def _boxed(fn: Callable[..., Any], counter: str) -> Callable[[list[Any]], Any]:
+    replayed = Replayed(fn)
+
     def call(args: list[Any]) -> Any:
         counters.bump(counter)
-        with fused():
-            return fn(*args)
+        return replayed(args)
 
     call._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd's calling convention: one list argument
     return call

@@ -10,6 +10,9 @@ _COUNTS: dict[str, int] = {
     "compiled_calls": 0,  # calls of compiled forward/inference graphs
     "compiled_backward_calls": 0,  # calls of compiled backward graphs
     "bucketed_calls": 0,  # calls whose dynamic dimensions were padded up to a bucket
+    "captured_graphs": 0,  # compiled graph calls captured for replay (one per graph and input signature)
+    "refused_captures": 0,  # captures refused (the call did something a replay cannot repeat)
+    "replayed_calls": 0,  # compiled graph calls run from a capture: one execution, no op dispatched
 }
 
 
