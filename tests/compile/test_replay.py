@@ -181,3 +181,25 @@ def test_tied_gpt_training_replays_and_matches_cpu(mode: str, delta) -> None:
     assert tpu.head.weight is tpu.tok.weight
     d = delta()
     assert d["replayed_calls"] >= 6 and d["refused_captures"] <= 2 and d["fallbacks"] == 0
+
+
+def test_dynamic_lengths_replay_per_length(delta) -> None:
+    """Under dynamic shapes the length is a graph input: each length gets its own capture, and a replay never runs
+    one length's program on another's inputs. (The sum over the dynamic dim keeps the graph unpadded; padded graphs
+    pad through the host and are never captured.)"""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x * 2 + x.sum(-1, keepdim=True)).cumsum(-1)
+
+    compiled = torch.compile(f, backend="tpu")
+    lengths = [4, 7, 4, 7, 4, 7, 12, 4, 12, 12]
+    for n in lengths:
+        x = torch.randn(3, n)
+        xt = x.to("tpu")
+        torch._dynamo.mark_dynamic(xt, 1)
+        torch.testing.assert_close(compiled(xt).cpu(), f(x), rtol=1e-5, atol=1e-6)
+    d = delta()
+    assert d["compiled_graphs"] == 1 and d["bucketed_calls"] == 0
+    # 4 and 7 may be refused once each (their first call lowers new op structures)
+    assert d["captured_graphs"] == 3 and d["replayed_calls"] + d["refused_captures"] == len(lengths) - 3
+    assert d["replayed_calls"] >= 4

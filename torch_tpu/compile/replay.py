@@ -23,9 +23,10 @@ from torch_tpu.compile import counters
 from torch_tpu.compile.runner import fused
 
 MAX_CAPTURES = 8  # input signatures captured per graph
-MAX_FAILED = 3  # captures refused before a graph stops trying
+MAX_FAILED = 3  # captures refused in a row before a graph stops trying
 
 _ENABLED: bool | None = None
+last_refusal = ""  # why the most recent capture (of any graph) was refused
 
 
 def enabled() -> bool:
@@ -88,11 +89,13 @@ class Replayed:
             graph = None
             why = "the graph returned another kind of sequence"
         if graph is None:
+            global last_refusal
             self.failed += 1
-            self.last_refusal = why
+            self.last_refusal = last_refusal = why
             counters.bump("refused_captures")
         else:
             self.returns = type(outs) if isinstance(outs, (list, tuple)) else None
+            self.failed = 0  # a call's first run at a new shape lowers new op structures: refused, not hopeless
             self.captures.append(graph)
             counters.bump("captured_graphs")
         return outs
