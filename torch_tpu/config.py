@@ -11,7 +11,7 @@
 | TORCH_TPU_DUMP_DIR       | write every compiled program's StableHLO text here          | unset (no dumps)   |
 | TORCH_TPU_PROGRAM_CACHE  | compiled programs kept in memory (least recently used go)   | 256; 0 = no bound  |
 | LOCAL_RANK               | (torchrun) picks this process's current tpu device          | unset              |
-| TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes before a collective | 1                  |
+| TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes (gloo: not via shm) | 1                  |
 | TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
 | TORCH_TPU_COMPILE_REPLAY | torch.compile graphs rerun their captured program           | 1                  |
 """
@@ -36,6 +36,7 @@ class Config:
     dump_dir: str | None = None
     local_rank: int | None = None
     dist_check: bool = True
+    dist_check_shared_memory: bool = True  # ranks on one host compare through shared memory, not Gloo
     dist_cpu_zero_copy: bool = True
     program_cache: int = 256
     compile_replay: bool = True
@@ -92,6 +93,7 @@ def load(env: dict[str, str] | None = None) -> Config:
         ),
         local_rank=_int_or_none("LOCAL_RANK", e.get("LOCAL_RANK")),
         dist_check=_flag(e.get("TORCH_TPU_DIST_CHECK", "1")),
+        dist_check_shared_memory=e.get("TORCH_TPU_DIST_CHECK", "1").strip().lower() != "gloo",
         dist_cpu_zero_copy=_flag(e.get("TORCH_TPU_DIST_CPU_ZERO_COPY", "1")),
         dump_dir=os.path.expanduser(e["TORCH_TPU_DUMP_DIR"]) if e.get("TORCH_TPU_DUMP_DIR") else None,
         program_cache=_program_cache(e.get("TORCH_TPU_PROGRAM_CACHE")),

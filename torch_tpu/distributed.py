@@ -13,6 +13,11 @@ visible devices (``TPU_VISIBLE_CHIPS``), wrapping around when there are fewer de
 from __future__ import annotations
 
 import datetime
+import os
+import socket
+import uuid
+import warnings
+from typing import Any
 
 import torch
 
@@ -28,9 +33,54 @@ def _create_backend(store: object, rank: int, size: int, timeout: datetime.timed
 
     host = dist.ProcessGroupGloo(dist.PrefixStore(_STORE_PREFIX, store), rank, size, timeout)
     cfg = config.load()
-    return _C.TpuDistBackend(
+    backend = _C.TpuDistBackend(
         host, rank, size, timeout, check_agreement=cfg.dist_check, cpu_zero_copy=cfg.dist_cpu_zero_copy
     )
+    if cfg.dist_check and cfg.dist_check_shared_memory and size > 1:
+        mailbox = _shared_mailbox(dist.PrefixStore(_STORE_PREFIX + "mailbox/", store), rank, size)
+        if mailbox is not None:
+            backend._set_mailbox(mailbox)
+    return backend
+
+
+def _host_identity() -> str:
+    """This machine (and boot), as the ranks compare it to find out whether they share one host."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+def _shared_mailbox(store: Any, rank: int, size: int) -> Any:
+    """A shared-memory mailbox for the agreement check when every rank of the group runs on this host (all ranks
+    decide alike: None on every rank otherwise, or when any rank could not map it). Rank 0 creates the segment and
+    removes its name once every rank has mapped it."""
+    me = _host_identity()
+    store.set(f"host/{rank}", me)
+    if any(store.get(f"host/{r}").decode() != me for r in range(size)):
+        return None
+    mailbox, error = None, ""
+    try:
+        if rank == 0:
+            mailbox = _C.SharedMailbox(f"/torch_tpu_{os.getpid()}_{uuid.uuid4().hex[:16]}", 0, size, True)
+            store.set("name", mailbox.name)
+        else:
+            mailbox = _C.SharedMailbox(store.get("name").decode(), rank, size, False)
+    except Exception as exc:  # noqa: BLE001 - no /dev/shm, or rank 0 could not create it: fall back to Gloo
+        error = str(exc)
+        if rank == 0:
+            store.set("name", "")
+    store.set(f"ok/{rank}", "0" if mailbox is None else "1")
+    usable = all(store.get(f"ok/{r}").decode() == "1" for r in range(size))
+    if rank == 0 and mailbox is not None:
+        mailbox.unlink()  # everyone has reported: the mappings outlive the name
+    if not usable:
+        if error:
+            warnings.warn(f"tpu_dist: agreement check through Gloo ({error})", stacklevel=2)
+        return None
+    return mailbox
 
 
 def is_registered() -> bool:

@@ -27,7 +27,15 @@ void bind_distributed(py::module_& m) {
            "check_agreement, ranks compare each collective's op, dtype and shapes first and raise on a mismatch. With "
            "cpu_zero_copy, on the XLA-CPU plugin, staging reads device buffers with a memcpy and results become "
            "device buffers without a copy.")
-      .def_property_readonly("host_backend", &TpuDistBackend::host_backend);
+      .def_property_readonly("host_backend", &TpuDistBackend::host_backend)
+      .def("_set_mailbox", &TpuDistBackend::set_mailbox, py::arg("mailbox"),
+           "Compare collectives' signatures through this shared-memory mailbox (all ranks on this host).")
+      .def_property_readonly("uses_mailbox", &TpuDistBackend::uses_mailbox);
+  py::class_<SharedMailbox, std::shared_ptr<SharedMailbox>>(m, "SharedMailbox")
+      .def(py::init<std::string, int, int, bool>(), py::arg("name"), py::arg("rank"), py::arg("size"),
+           py::arg("create"))
+      .def("unlink", &SharedMailbox::unlink)
+      .def_property_readonly("name", &SharedMailbox::name);
 }
 
 }  // namespace torch_tpu

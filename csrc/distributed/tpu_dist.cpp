@@ -2,7 +2,9 @@
 
 #include "exec/device_data.h"
 #include "exec/state.h"
+#include "exec/sync.h"
 #include "lowering/op_context.h"
+#include "runtime/counters.h"
 #include "runtime/pjrt.h"
 
 #include <ATen/ATen.h>
@@ -34,24 +36,38 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
   return a;
 }
 
-// On the XLA-CPU plugin a device buffer is host memory: read it with one memcpy once it is computed, instead of the
-// plugin's transfer (which hands copies above ~100 KB to a worker thread: about a millisecond per op on a busy host).
-// False when the plugin is another one or cannot say where the buffer lives.
-bool read_host_visible(const Buffer& buffer, void* dst, size_t nbytes) {
+// On the XLA-CPU plugin a device buffer is host memory: its address once it is computed, or null when the plugin is
+// another one or cannot say where the buffer lives.
+void* host_address(const Buffer& buffer) {
   const BackendState& state = backend_state();
-  if (state.client->platform_name() != "cpu" || static_cast<int64_t>(nbytes) > buffer.byte_size()) return false;
+  if (state.client->platform_name() != "cpu") return nullptr;
   const PJRT_Api* api = state.client->api();
-  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Buffer_UnsafePointer) || !api->PJRT_Buffer_UnsafePointer) return false;
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Buffer_UnsafePointer) || !api->PJRT_Buffer_UnsafePointer) {
+    return nullptr;
+  }
   buffer.await_ready();  // computed (and the producer's error, if any, raised here)
   TPU_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args, args);
   args.buffer = buffer.raw();
   if (PJRT_Error* err = api->PJRT_Buffer_UnsafePointer(&args)) {
     pjrt_take_error(api, err, "PJRT_Buffer_UnsafePointer");  // not supported: use the plugin's transfer
-    return false;
+    return nullptr;
   }
-  if (args.buffer_pointer == 0) return false;
-  std::memcpy(dst, reinterpret_cast<const void*>(args.buffer_pointer), nbytes);
+  return reinterpret_cast<void*>(args.buffer_pointer);
+}
+
+// Reads a device buffer with one memcpy (XLA-CPU), instead of the plugin's transfer (which hands copies above
+// ~100 KB to a worker thread: about a millisecond per op on a busy host). False when that does not apply.
+bool read_host_visible(const Buffer& buffer, void* dst, size_t nbytes) {
+  if (static_cast<int64_t>(nbytes) > buffer.byte_size()) return false;
+  void* src = host_address(buffer);
+  if (src == nullptr) return false;
+  std::memcpy(dst, src, nbytes);
   return true;
+}
+
+bool whole_storage(const at::Tensor& t) {
+  const int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
+  return t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel && !t.is_conj() && !t.is_neg();
 }
 
 // The copy back of a result that fills a whole tpu storage, on the XLA-CPU plugin: the host buffer becomes the
@@ -60,10 +76,7 @@ bool read_host_visible(const Buffer& buffer, void* dst, size_t nbytes) {
 bool adopt_as_device_buffer(const at::Tensor& dst, const at::Tensor& host, const std::shared_ptr<HostPool>& pool) {
   const BackendState& state = backend_state();
   if (state.client->platform_name() != "cpu" || !on_tpu(dst) || !host.is_cpu() || dst.numel() == 0) return false;
-  const int64_t storage_numel = static_cast<int64_t>(dst.storage().nbytes()) / static_cast<int64_t>(dst.element_size());
-  const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() && dst.numel() == storage_numel &&
-                     !dst.is_conj() && !dst.is_neg();
-  if (!whole || host.scalar_type() != dst.scalar_type() || !host.is_contiguous() || host.numel() != dst.numel() ||
+  if (!whole_storage(dst) || host.scalar_type() != dst.scalar_type() || !host.is_contiguous() || host.numel() != dst.numel() ||
       reinterpret_cast<uintptr_t>(host.data_ptr()) % 64 != 0) {
     return false;
   }
@@ -90,10 +103,7 @@ class Stage {
     at::Tensor host = take(t);
     if (t.numel() == 0) return host;
     std::shared_ptr<Buffer> buffer = device_data(t.storage()).buffer();
-    const int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
-    const bool whole = t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel && !t.is_conj() &&
-                       !t.is_neg();
-    if (buffer && whole && buffer->element_type() == element_type_of(t.scalar_type())) {
+    if (buffer && whole_storage(t) && buffer->element_type() == element_type_of(t.scalar_type())) {
       const auto nbytes = static_cast<size_t>(host.nbytes());
       if (!pool_->cpu_zero_copy() || !read_host_visible(*buffer, host.data_ptr(), nbytes)) {
         buffer->to_host(host.data_ptr(), nbytes);
@@ -103,6 +113,30 @@ class Stage {
     }
     return host;
   }
+  // An operand reduced where it lies (all_reduce on the XLA-CPU plugin). A whole storage whose buffer only the storage
+  // holds, with no program in flight on its device and no open graph referring to it, goes to the host backend as a
+  // CPU tensor over the device buffer's own memory: nothing is staged in or copied back. As with Gloo on CPU
+  // tensors, the tensor then changes in place; reading it before the work completes is a race there too. Any other
+  // operand is staged as by in().
+  at::Tensor in_place(const at::Tensor& t) {
+    if (!pool_->cpu_zero_copy() || !on_tpu(t) || t.numel() == 0 || !whole_storage(t)) return in(t);
+    DeviceData& data = device_data(t.storage());
+    if (data.membership() != DeviceData::kNone || !device_idle(t.device().index())) return in(t);
+    std::shared_ptr<Buffer> buffer = data.buffer();
+    // held by the storage and here only: no other storage, copy in flight or program argument list reads it
+    if (!buffer || buffer.use_count() != 2 || buffer->element_type() != element_type_of(t.scalar_type())) return in(t);
+    void* address = host_address(*buffer);
+    if (address == nullptr) return in(t);
+    at::Tensor host = at::from_blob(
+        address, t.sizes(), [keep = std::move(buffer)](void*) {}, t.options().device(at::kCPU));
+    in_place_.push_back(host);
+    runtime_counters().dist_in_place++;
+    return host;
+  }
+  std::vector<at::Tensor> in_place(const std::vector<at::Tensor>& ts) {
+    return map(ts, [this](auto& t) { return in_place(t); });
+  }
+
   // Host twin of an operand the collective only writes.
   at::Tensor out(const at::Tensor& t) { return on_tpu(t) ? take(t) : t; }
 
@@ -120,7 +154,9 @@ class Stage {
   }
 
   void back(const at::Tensor& dst, const at::Tensor& src) {
-    if (!dst.is_same(src)) pairs_.emplace_back(dst, src);
+    if (dst.is_same(src)) return;
+    if (std::any_of(in_place_.begin(), in_place_.end(), [&src](const at::Tensor& a) { return a.is_same(src); })) return;
+    pairs_.emplace_back(dst, src);
   }
   void back(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
     for (size_t i = 0; i < dst.size(); ++i) back(dst[i], src[i]);
@@ -146,6 +182,7 @@ class Stage {
     }
     taken_.clear();
     adopted_.clear();
+    in_place_.clear();  // the device buffers they kept alive are the storages' again
   }
 
  private:
@@ -167,6 +204,7 @@ class Stage {
   std::shared_ptr<HostPool> pool_;
   std::vector<at::Tensor> taken_;
   std::vector<at::Tensor> adopted_;
+  std::vector<at::Tensor> in_place_;  // CPU views of device buffers reduced in place (see in_place)
   std::vector<std::pair<at::Tensor, at::Tensor>> pairs_;
 };
 
@@ -380,9 +418,14 @@ Agreement TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tens
     for (auto d : t.sizes()) mix(static_cast<uint64_t>(d));
   }
   const int64_t dtype = tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type());
-  std::vector<int64_t> mine{static_cast<int64_t>(type), static_cast<int64_t>(tensors.size()), dtype, numel,
-                            static_cast<int64_t>(hash)};
-  std::vector<at::Tensor> input{at::tensor(mine, at::kLong)};
+  Signature mine{static_cast<int64_t>(type), static_cast<int64_t>(tensors.size()), dtype, numel,
+                 static_cast<int64_t>(hash)};
+  if (mailbox_) {
+    const uint64_t seq = collectives_++;
+    mailbox_->post(seq, mine);
+    return Agreement(type, shapes, mailbox_, seq, mine, options_->timeout);
+  }
+  std::vector<at::Tensor> input{at::tensor(std::vector<int64_t>(mine.begin(), mine.end()), at::kLong)};
   std::vector<std::vector<at::Tensor>> gathered(1);
   for (int r = 0; r < size_; ++r) gathered[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, at::kLong));
   auto work = host_->allgather(gathered, input);
@@ -390,17 +433,27 @@ Agreement TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tens
 }
 
 void Agreement::verify() {
-  if (!work_) return;
-  auto work = std::move(work_);
-  work->wait();
-  bool same = true;
-  for (const auto& other : gathered_[0]) same = same && at::equal(other, mine_);
-  if (same) return;
+  std::vector<Signature> all;
+  if (mailbox_) {
+    auto mailbox = std::move(mailbox_);
+    all = mailbox->gather(seq_, timeout_);
+  } else if (work_) {
+    auto work = std::move(work_);
+    work->wait();
+    for (const auto& t : gathered_[0]) {
+      Signature sig{};
+      std::copy_n(t.data_ptr<int64_t>(), sig.size(), sig.begin());
+      all.push_back(sig);
+    }
+  } else {
+    return;
+  }
+  if (std::all_of(all.begin(), all.end(), [&all](const Signature& s) { return s == all.front(); })) return;
   std::ostringstream msg;
   msg << "tpu_dist: ranks disagree on " << c10d::opTypeToString(type_)
       << " (mismatched collectives, or tensor shapes/dtypes that differ across ranks):";
-  for (size_t r = 0; r < gathered_[0].size(); ++r) {
-    auto v = gathered_[0][r].data_ptr<int64_t>();
+  for (size_t r = 0; r < all.size(); ++r) {
+    const Signature& v = all[r];
     msg << "\n  rank " << r << ": " << c10d::opTypeToString(static_cast<OpType>(v[0])) << ", " << v[1]
         << " tensor(s)";
     if (v[2] >= 0) msg << ", dtype " << c10::toString(static_cast<at::ScalarType>(v[2]));
@@ -464,7 +517,7 @@ WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::
   auto agreement = agree(OpType::ALLREDUCE, tensors);
   settle(tensors);
   auto st = std::make_shared<Stage>(pool_);
-  auto host = st->in(tensors);
+  auto host = st->in_place(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
   agreement.verify();
   auto work = host_->allreduce(host, with_op(opts, plan));

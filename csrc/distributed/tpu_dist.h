@@ -18,6 +18,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "distributed/mailbox.h"
+
 namespace torch_tpu {
 
 // A collective whose operands were staged to host buffers and handed to the host backend. Completing it waits for the
@@ -77,20 +79,28 @@ class HostPool {
 
 // The signature exchange of one collective (see check_agreement below). It is started before the operands are staged,
 // so its round trip overlaps the device->host copies; verify() waits for it and raises on every rank when they differ.
+// Ranks on one host exchange through a shared-memory mailbox (mailbox.h), others through a Gloo all-gather.
 class Agreement {
  public:
   Agreement() = default;  // nothing to check
   Agreement(c10d::OpType type, bool shapes, c10::intrusive_ptr<c10d::Work> work, at::Tensor mine,
             std::vector<std::vector<at::Tensor>> gathered)
-      : type_(type), shapes_(shapes), work_(std::move(work)), mine_(std::move(mine)), gathered_(std::move(gathered)) {}
+      : type_(type), shapes_(shapes), work_(std::move(work)), sent_(std::move(mine)), gathered_(std::move(gathered)) {}
+  Agreement(c10d::OpType type, bool shapes, std::shared_ptr<const SharedMailbox> mailbox, uint64_t seq,
+            Signature mine, std::chrono::milliseconds timeout)
+      : type_(type), shapes_(shapes), mailbox_(std::move(mailbox)), seq_(seq), mine_(mine), timeout_(timeout) {}
   void verify();
 
  private:
   c10d::OpType type_ = c10d::OpType::UNKNOWN;
   bool shapes_ = true;
   c10::intrusive_ptr<c10d::Work> work_;
-  at::Tensor mine_;
+  at::Tensor sent_;  // this rank's signature, as the all-gather reads it
   std::vector<std::vector<at::Tensor>> gathered_;
+  std::shared_ptr<const SharedMailbox> mailbox_;
+  uint64_t seq_ = 0;
+  Signature mine_{};
+  std::chrono::milliseconds timeout_{0};
 };
 
 class TpuDistBackend : public c10d::Backend {
@@ -99,6 +109,10 @@ class TpuDistBackend : public c10d::Backend {
   // shapes) and every rank raises when they differ, instead of Gloo crashing, hanging or mixing mismatched buffers.
   TpuDistBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size, std::chrono::milliseconds timeout,
                  bool check_agreement = true, bool cpu_zero_copy = true);
+
+  // Compare signatures through `mailbox` (every rank of the group on this host) instead of the host backend.
+  void set_mailbox(std::shared_ptr<SharedMailbox> mailbox) { mailbox_ = std::move(mailbox); }
+  bool uses_mailbox() const { return mailbox_ != nullptr; }
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
@@ -166,6 +180,8 @@ class TpuDistBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> host_;
   c10::intrusive_ptr<Options> options_;
   bool check_agreement_;
+  std::shared_ptr<SharedMailbox> mailbox_;
+  uint64_t collectives_ = 0;  // checked so far (the mailbox's sequence numbers)
   std::shared_ptr<HostPool> pool_;
   std::mutex pending_mutex_;
   std::vector<c10::intrusive_ptr<StagedWork>> pending_;

@@ -32,6 +32,7 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"cached_scalars", cached_scalars.load()},
       {"meta_calls", meta_calls.load()},
       {"graph_replays", graph_replays.load()},
+      {"dist_in_place", dist_in_place.load()},
   };
 }
 

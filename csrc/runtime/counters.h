@@ -32,6 +32,7 @@ struct RuntimeCounters {
   std::atomic<int64_t> cached_scalars{0};  // device copies of numbers kept for reuse (counted in live_buffers)
   std::atomic<int64_t> meta_calls{0};      // meta kernels run for output types (meta-result cache misses)
   std::atomic<int64_t> graph_replays{0};   // compiled graphs run again from their capture (no op dispatched)
+  std::atomic<int64_t> dist_in_place{0};   // tpu_dist operands reduced in their own device buffer (XLA-CPU)
 
   std::map<std::string, int64_t> snapshot() const;
 };

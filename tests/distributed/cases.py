@@ -289,9 +289,52 @@ def case_default_backend() -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------------
+def case_in_place() -> None:
+    """all_reduce on XLA-CPU reduces a tensor that only its storage holds in its device buffer (no staging copy in
+    or out); whatever still holds the old value (a clone, a pending or enqueued program reading it) keeps it."""
+    rank, world = _init()
+    _assert_tpu_dist_backend()
+    for dtype in (torch.float32, torch.bfloat16, torch.int32):
+        for op, want in (
+            (dist.ReduceOp.SUM, sum(torch.arange(6) + r for r in range(world))),
+            (dist.ReduceOp.MAX, torch.arange(6) + world - 1),
+            (dist.ReduceOp.AVG, None),
+        ):
+            if op == dist.ReduceOp.AVG and dtype == torch.int32:
+                continue
+            x = (torch.arange(6) + rank).to(dtype).to(TPU)
+            view = x.view(2, 3)
+            torch.tpu.synchronize()
+            before = torch_tpu.metrics()["dist_in_place"]
+            dist.all_reduce(x, op=op)
+            assert torch_tpu.metrics()["dist_in_place"] == before + 1, f"rank {rank} {dtype} {op}: staged"
+            expected = (sum(torch.arange(6.0) + r for r in range(world)) / world) if want is None else want
+            expected = expected.to(dtype)
+            assert torch.equal(x.cpu(), expected), f"rank {rank} {dtype} {op}: {x.cpu()} != {expected}"
+            assert torch.equal(view.cpu(), expected.view(2, 3)), f"rank {rank} {dtype} {op}: view"
+    old = torch.arange(6.0) + rank
+    want = sum(torch.arange(6.0) + r for r in range(world))
+    for _ in range(3):
+        x = old.to(TPU)
+        clone = x.clone()
+        reader = x * 1  # enqueued (strict) or pending in the open graph (fused): reads the old value
+        dist.all_reduce(x)
+        assert torch.equal(x.cpu(), want), f"rank {rank}: {x.cpu()} != {want}"
+        assert torch.equal(reader.cpu(), old), f"rank {rank}: a reader saw the reduced value"
+        assert torch.equal(clone.cpu(), old), f"rank {rank}: a clone saw the reduced value"
+    dist.destroy_process_group()
+    print(f"rank {rank}: in place ok")
+
+
+# ------------------------------------------------------------------------------------------------------------------
 def case_mismatch() -> None:
-    """Mismatched shapes or dtypes across ranks raise on every rank, and the group stays usable afterwards."""
+    """Mismatched shapes or dtypes across ranks raise on every rank, and the group stays usable afterwards. Ranks on
+    one host compare through a shared-memory mailbox unless TORCH_TPU_DIST_CHECK=gloo."""
     rank, world = _init(timeout_s=30)
+    _assert_tpu_dist_backend()
+    backend = dist.group.WORLD._get_backend(torch.device(TPU))
+    via_gloo = os.environ.get("TORCH_TPU_DIST_CHECK") == "gloo"
+    assert backend.uses_mailbox == (not via_gloo), f"rank {rank}: uses_mailbox={backend.uses_mailbox}"
     dtypes = (torch.float32, torch.int32)
     bad = [
         ("all_reduce shape", lambda: dist.all_reduce(torch.ones(4 + rank, device=TPU))),
@@ -348,6 +391,7 @@ CASES: dict[str, Callable[..., None]] = {
     "collectives": case_collectives,
     "default_backend": case_default_backend,
     "mismatch": case_mismatch,
+    "in_place": case_in_place,
     "peer_lost": case_peer_lost,
 }
 

@@ -32,6 +32,8 @@ def test_config_local_rank_and_device_choice() -> None:
     assert config.load({}).local_rank is None and config.load({}).cpu_devices == 2
     assert config.load({"TORCH_TPU_CPU_DEVICES": "1", "LOCAL_WORLD_SIZE": "4"}).cpu_devices == 1
     assert not config.load({"TORCH_TPU_DIST_CHECK": "0"}).dist_check
+    gloo = config.load({"TORCH_TPU_DIST_CHECK": "gloo"})
+    assert gloo.dist_check and not gloo.dist_check_shared_memory and cfg.dist_check_shared_memory
     assert not config.load({"TORCH_TPU_DIST_CPU_ZERO_COPY": "off"}).dist_cpu_zero_copy
     with pytest.raises(ValueError, match="LOCAL_RANK='x' must be an integer"):
         config.load({"LOCAL_RANK": "x"})
@@ -79,6 +81,11 @@ def test_collectives_match_gloo_in_async_eager_modes(mode: str) -> None:
     assert_all_ok(launch("collectives", 2, env={"TORCH_TPU_EAGER_MODE": mode}))
 
 
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+def test_all_reduce_in_place_on_xla_cpu(mode: str) -> None:
+    assert_all_ok(launch("in_place", 2, env={"TORCH_TPU_EAGER_MODE": mode}))
+
+
 def test_ddp_in_fused_mode() -> None:
     assert_all_ok(launch("ddp", 2, env={"TORCH_TPU_EAGER_MODE": "fused"}))
 
@@ -103,8 +110,9 @@ def test_visible_chips_restrict_devices() -> None:
     assert_all_ok(results)
 
 
-def test_mismatched_shapes_raise_on_every_rank() -> None:
-    assert_all_ok(launch("mismatch", 2))
+@pytest.mark.parametrize("check", ["1", "gloo"])
+def test_mismatched_shapes_raise_on_every_rank(check: str) -> None:
+    assert_all_ok(launch("mismatch", 2, env={"TORCH_TPU_DIST_CHECK": check}))
 
 
 @pytest.mark.parametrize("mode", ["kill", "hang"])
