@@ -203,3 +203,33 @@ def test_dynamic_lengths_replay_per_length(delta) -> None:
     # 4 and 7 may be refused once each (their first call lowers new op structures)
     assert d["captured_graphs"] == 3 and d["replayed_calls"] + d["refused_captures"] == len(lengths) - 3
     assert d["replayed_calls"] >= 4
+
+
+class _CacheStep(nn.Module):
+    """A decoding step with a static KV cache (a buffer updated in place at a position given as a tensor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.register_buffer("cache", torch.zeros(1, 16, 8))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        k = self.proj(x)
+        self.cache.index_copy_(1, pos, k)
+        att = torch.softmax(self.cache @ k.transpose(1, 2), dim=1)
+        return (att * self.cache).sum(1)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_static_cache_updates_replay_in_place(mode: str, delta) -> None:
+    torch.manual_seed(0)
+    cpu = _CacheStep()
+    tpu = copy.deepcopy(cpu).to("tpu")
+    compiled = torch.compile(tpu, backend="tpu")
+    with torch.no_grad(), torch_tpu.eager_mode(mode):
+        for i in range(10):
+            x, pos = torch.randn(1, 1, 8), torch.tensor([i])
+            torch.testing.assert_close(compiled(x.to("tpu"), pos.to("tpu")).cpu(), cpu(x, pos), rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(tpu.cache.cpu(), cpu.cache)
+    d = delta()
+    assert d["replayed_calls"] >= 8 and d["fallbacks"] == 0
