@@ -232,8 +232,11 @@ void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* fact
   seen_nodes().add(std::move(key));
 }
 
-c10::Scalar recorded_number(const RecordedOp& op, int arg, int elem) { return number_at(op, arg, elem); }
-std::vector<c10::Scalar> recorded_numbers(const RecordedOp& op, int arg) { return numbers_of(op, arg); }
+std::shared_ptr<Buffer> number_source_buffer(int device, const std::vector<RecordedOp>& ops, const ArgSource& src) {
+  const RecordedOp& op = ops.at(static_cast<size_t>(src.node));
+  if (src.kind == ArgSource::kList) return vector_buffer(device, numbers_of(op, src.arg));
+  return scalar_buffer(device, number_at(op, src.arg, src.elem));
+}
 
 void reset_membership(const Recording& rec) {
   for (const Slot& s : rec.slots) {
@@ -296,10 +299,8 @@ void run_recording(int device, Recording& rec) {
           args.push_back(buffers.at(static_cast<size_t>(src.node)));
           break;
         case ArgSource::kScalar:
-          args.push_back(scalar_buffer(device, number_at(rec.ops.at(static_cast<size_t>(src.node)), src.arg, src.elem)));
-          break;
         case ArgSource::kList:
-          args.push_back(vector_buffer(device, numbers_of(rec.ops.at(static_cast<size_t>(src.node)), src.arg)));
+          args.push_back(number_source_buffer(device, rec.ops, src));
           break;
         case ArgSource::kFixed:
           args.push_back(src.fixed);

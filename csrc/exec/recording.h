@@ -35,10 +35,8 @@ struct Recording {
 // Lowers one recorded op into `program` as op number `node`, learning its facts (sets *facts_changed when they
 // differ from what was known).
 void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* facts_changed = nullptr);
-// The number a kScalar argument source names (element `elem` of a list argument, or the argument itself if -1),
-// and the numbers of a kList source.
-c10::Scalar recorded_number(const RecordedOp& op, int arg, int elem);
-std::vector<c10::Scalar> recorded_numbers(const RecordedOp& op, int arg);
+// The device buffer a kScalar or kList argument source of `ops` names (a number of a recorded op, or its list).
+std::shared_ptr<Buffer> number_source_buffer(int device, const std::vector<RecordedOp>& ops, const ArgSource& src);
 // The recording's storages are no longer referred to by an open graph.
 void reset_membership(const Recording& rec);
 

@@ -17,6 +17,9 @@
 namespace torch_tpu {
 namespace {
 
+// None, or an undefined tensor (how an optional tensor argument arrives).
+bool is_none(const c10::IValue& v) { return v.isNone() || (v.isTensor() && !v.toTensor().defined()); }
+
 bool on_device(const at::Tensor& t, int device) {
   return t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device;
 }
@@ -92,7 +95,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
         in.element_type = buffer->element_type();
         in.element_count = buffer->element_count();
       }
-    } else if (v.isNone() || v.isInt() || v.isDouble() || v.isBool() || (v.isTensor() && !v.toTensor().defined())) {
+    } else if (is_none(v) || v.isInt() || v.isDouble() || v.isBool()) {
       in.number = v.isTensor() ? c10::IValue() : v;
     } else {
       refuse("input " + std::to_string(i) + " is " + input_kind(v));
@@ -113,7 +116,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
   for (size_t i = 0; i < outputs.size(); ++i) {
     const c10::IValue& v = outputs[i];
     Output out;
-    if (v.isNone() || (v.isTensor() && !v.toTensor().defined())) {
+    if (is_none(v)) {
       g->outputs_.push_back(out);
       continue;
     }
@@ -215,10 +218,8 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
         break;
       }
       case ArgSource::kScalar:
-        fixed = scalar_buffer(device, recorded_number(rec.ops.at(static_cast<size_t>(src.node)), src.arg, src.elem));
-        break;
       case ArgSource::kList:
-        fixed = vector_buffer(device, recorded_numbers(rec.ops.at(static_cast<size_t>(src.node)), src.arg));
+        fixed = number_source_buffer(device, rec.ops, src);  // the graph's numbers are constants of the capture
         break;
       case ArgSource::kFixed:
         fixed = src.fixed;
@@ -227,16 +228,16 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
     g->arg_inputs_.push_back(input);
     g->fixed_args_.push_back(std::move(fixed));
   }
-  std::unordered_set<int> updated;
   for (const void* t : plan.targets) {
     Target target;
     auto in = input_of.find(static_cast<const DeviceData*>(t));
     auto fr = fresh_of.find(static_cast<const DeviceData*>(t));
     if (in != input_of.end()) {
       target.input = in->second;
-      if (updated.insert(in->second).second) {
+      Input& updated = g->inputs_[static_cast<size_t>(in->second)];
+      if (!updated.updated) {
+        updated.updated = true;
         g->updated_inputs_.push_back(in->second);
-        g->inputs_[static_cast<size_t>(in->second)].updated = true;
       }
     } else if (fr != fresh_of.end()) {
       target.fresh = fr->second;
@@ -262,8 +263,7 @@ std::optional<std::vector<c10::IValue>> CapturedGraph::replay(const std::vector<
     const Input& in = inputs_[i];
     const c10::IValue& v = inputs[i];
     if (!in.tensor) {
-      bool none = v.isNone() || (v.isTensor() && !v.toTensor().defined());
-      if (none ? !in.number.isNone() : !same_number(in.number, v)) return std::nullopt;
+      if (is_none(v) ? !in.number.isNone() : !same_number(in.number, v)) return std::nullopt;
       continue;
     }
     if (!v.isTensor()) return std::nullopt;

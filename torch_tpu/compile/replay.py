@@ -54,22 +54,22 @@ class Replayed:
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
-        self.captures: list[Any] = []  # _C.CapturedGraph
+        # (_C.CapturedGraph, what that call of fn returned: tuple, list, or None for one tensor)
+        self.captures: list[tuple[Any, type | None]] = []
         self.failed = 0
         self.last_refusal = ""  # why the last capture was refused (for debugging)
-        self.returns: type | None = None  # what fn returns: a tuple, a list or one tensor
 
     def __call__(self, args: Sequence[Any]) -> Any:
         if not enabled():
             with fused():
                 return self.fn(*args)
-        for graph in self.captures:
+        for graph, returns in self.captures:
             outs = graph.replay(args)
             if outs is not None:
                 counters.bump("replayed_calls")
-                if self.returns is tuple:
+                if returns is tuple:
                     return tuple(outs)
-                return outs if self.returns is list else outs[0]
+                return outs if returns is list else outs[0]
         device = _device_of(args)
         if device is None or self.failed >= MAX_FAILED or len(self.captures) >= MAX_CAPTURES:
             with fused():
@@ -85,17 +85,13 @@ class Replayed:
             finally:
                 flat = None if outs is None else list(outs) if isinstance(outs, (list, tuple)) else [outs]
                 graph, why = _C._capture_end(device, token, args, flat)
-        if graph is not None and self.captures and type(outs) is not self.returns:
-            graph = None
-            why = "the graph returned another kind of sequence"
         if graph is None:
             global last_refusal
             self.failed += 1
             self.last_refusal = last_refusal = why
             counters.bump("refused_captures")
         else:
-            self.returns = type(outs) if isinstance(outs, (list, tuple)) else None
             self.failed = 0  # a call's first run at a new shape lowers new op structures: refused, not hopeless
-            self.captures.append(graph)
+            self.captures.append((graph, type(outs) if isinstance(outs, (list, tuple)) else None))
             counters.bump("captured_graphs")
         return outs
