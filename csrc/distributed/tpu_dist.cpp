@@ -76,7 +76,8 @@ bool whole_storage(const at::Tensor& t) {
 bool adopt_as_device_buffer(const at::Tensor& dst, const at::Tensor& host, const std::shared_ptr<HostPool>& pool) {
   const BackendState& state = backend_state();
   if (state.client->platform_name() != "cpu" || !on_tpu(dst) || !host.is_cpu() || dst.numel() == 0) return false;
-  if (!whole_storage(dst) || host.scalar_type() != dst.scalar_type() || !host.is_contiguous() || host.numel() != dst.numel() ||
+  if (!whole_storage(dst) || host.scalar_type() != dst.scalar_type() || !host.is_contiguous() ||
+      host.numel() != dst.numel() ||
       reinterpret_cast<uintptr_t>(host.data_ptr()) % 64 != 0) {
     return false;
   }
@@ -154,9 +155,7 @@ class Stage {
   }
 
   void back(const at::Tensor& dst, const at::Tensor& src) {
-    if (dst.is_same(src)) return;
-    if (std::any_of(in_place_.begin(), in_place_.end(), [&src](const at::Tensor& a) { return a.is_same(src); })) return;
-    pairs_.emplace_back(dst, src);
+    if (!dst.is_same(src) && !holds(in_place_, src)) pairs_.emplace_back(dst, src);
   }
   void back(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
     for (size_t i = 0; i < dst.size(); ++i) back(dst[i], src[i]);
@@ -168,7 +167,7 @@ class Stage {
   // Copies the results back into the user tensors, then gives the host buffers back to the pool.
   void finish() {
     for (const auto& [dst, src] : pairs_) {
-      if (pool_->cpu_zero_copy() && is_taken(src) && adopt_as_device_buffer(dst, src, pool_)) {
+      if (pool_->cpu_zero_copy() && holds(taken_, src) && adopt_as_device_buffer(dst, src, pool_)) {
         adopted_.push_back(src);  // the pool gets it back from PJRT, later
       } else {
         dst.copy_(src);
@@ -176,7 +175,7 @@ class Stage {
     }
     pairs_.clear();
     for (const auto& t : taken_) {
-      if (std::none_of(adopted_.begin(), adopted_.end(), [&t](const at::Tensor& a) { return a.is_same(t); })) {
+      if (!holds(adopted_, t)) {
         pool_->release(t);
       }
     }
@@ -186,8 +185,8 @@ class Stage {
   }
 
  private:
-  bool is_taken(const at::Tensor& t) const {
-    return std::any_of(taken_.begin(), taken_.end(), [&t](const at::Tensor& a) { return a.is_same(t); });
+  static bool holds(const std::vector<at::Tensor>& ts, const at::Tensor& t) {
+    return std::any_of(ts.begin(), ts.end(), [&t](const at::Tensor& a) { return a.is_same(t); });
   }
   at::Tensor take(const at::Tensor& like) {
     taken_.push_back(pool_->acquire(like));
@@ -423,7 +422,7 @@ Agreement TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tens
   if (mailbox_) {
     const uint64_t seq = collectives_++;
     mailbox_->post(seq, mine);
-    return Agreement(type, shapes, mailbox_, seq, mine, options_->timeout);
+    return Agreement(type, shapes, mailbox_, seq, options_->timeout);
   }
   std::vector<at::Tensor> input{at::tensor(std::vector<int64_t>(mine.begin(), mine.end()), at::kLong)};
   std::vector<std::vector<at::Tensor>> gathered(1);

@@ -86,9 +86,10 @@ class Agreement {
   Agreement(c10d::OpType type, bool shapes, c10::intrusive_ptr<c10d::Work> work, at::Tensor mine,
             std::vector<std::vector<at::Tensor>> gathered)
       : type_(type), shapes_(shapes), work_(std::move(work)), sent_(std::move(mine)), gathered_(std::move(gathered)) {}
+  // `mailbox`: this rank's signature of collective `seq` is posted already.
   Agreement(c10d::OpType type, bool shapes, std::shared_ptr<const SharedMailbox> mailbox, uint64_t seq,
-            Signature mine, std::chrono::milliseconds timeout)
-      : type_(type), shapes_(shapes), mailbox_(std::move(mailbox)), seq_(seq), mine_(mine), timeout_(timeout) {}
+            std::chrono::milliseconds timeout)
+      : type_(type), shapes_(shapes), mailbox_(std::move(mailbox)), seq_(seq), timeout_(timeout) {}
   void verify();
 
  private:
@@ -99,7 +100,6 @@ class Agreement {
   std::vector<std::vector<at::Tensor>> gathered_;
   std::shared_ptr<const SharedMailbox> mailbox_;
   uint64_t seq_ = 0;
-  Signature mine_{};
   std::chrono::milliseconds timeout_{0};
 };
 
