@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "lowering/numerics.h"
 #include "lowering/op_context.h"
@@ -226,8 +227,11 @@ LoweringRule scatter_rule(const std::string& fixed_combiner) {
       TORCH_CHECK(mode == "add" || mode == "multiply", "reduce argument must be either add or multiply, got ", mode);
       combiner = mode == "add" ? "stablehlo.add" : "stablehlo.multiply";
     }
-    Value out = scatter_points(c.b, s, range(0, r), full_points(c.b, index, d, r), upd, combiner);
-    return {c.b.reshape(out, self.type.dims)};
+    // CPU's scatter_add/scatter(reduce=) accumulate float16/bfloat16 in float32 and round once.
+    ElementType t = s.type.dtype, acc = combiner.empty() ? t : opmath_type(t);
+    Value out = scatter_points(c.b, c.b.convert(s, acc), range(0, r), full_points(c.b, index, d, r),
+                               c.b.convert(upd, acc), combiner);
+    return {c.b.reshape(c.b.convert(out, t), self.type.dims)};
   };
 }
 
@@ -268,10 +272,11 @@ LoweringRule index_along_rule(Along kind) {
 
 // Reduces src into s at `points` (full coordinates, shaped src + [rank]) with scatter_reduce's modes: without
 // include_self the hit positions start from the reduction's identity; mean divides by the number of contributions
-// (floor division for integers). scatter_reduce and index_reduce share it.
+// (floor division for integers). scatter_reduce and index_reduce share it. `stored_as`: the type the result is
+// stored in when s is a wider accumulator (mean rounds sum and count to it before dividing).
 Value reduce_into(OpContext& c, const Value& s, const Value& points, const Value& src, const std::string& mode,
-                  bool include_self) {
-  ElementType t = s.type.dtype;
+                  bool include_self, std::optional<ElementType> stored_as = std::nullopt) {
+  ElementType t = s.type.dtype, stored = stored_as.value_or(t);
   const Dims& src_dims = src.type.dims;
   int64_t r = s.type.rank();
   TORCH_CHECK(mode == "sum" || mode == "mean" || mode == "prod" || mode == "amax" || mode == "amin",
@@ -293,6 +298,10 @@ Value reduce_into(OpContext& c, const Value& s, const Value& points, const Value
   if (mode == "mean") {
     Value count = scatter_points(c.b, c.b.constant(include_self ? 1 : 0, t, s.type.dims), all, points,
                                  c.b.constant(1, t, src_dims), "stablehlo.add");
+    if (stored != t) {  // sum and count are rounded to the tensor's type before the division, as on CPU
+      out = c.b.convert(c.b.convert(out, stored), t);
+      count = c.b.convert(c.b.convert(count, stored), t);
+    }
     count = c.b.binary("stablehlo.maximum", count, c.b.constant(1, t, s.type.dims));
     Value q = c.b.binary("stablehlo.divide", out, count);
     if (!is_floating(t) && !is_complex(t)) {  // integer divide truncates; PyTorch floors negative sums
@@ -314,8 +323,12 @@ V scatter_reduce_rule(OpContext& c) {
   int64_t r = o.r, d = o.d;
   Value src = c.b.slice(as_rank1(c.b, c.b.convert(c.tensor(3), s.type.dtype)), Dims(r, 0), index.type.dims);
   bool include_self = !c.has(5) || c.flag(5);
-  Value out = reduce_into(c, s, full_points(c.b, index, d, r), src, c.arg(4).toStringRef(), include_self);
-  return {c.b.reshape(out, self.type.dims)};
+  // CPU's scatter_reduce accumulates float16/bfloat16 in float32 (sum, mean and prod; max/min are exact anyway) and
+  // rounds once; index_reduce (below) accumulates in the tensor's own type, as CPU's does.
+  ElementType t = s.type.dtype, acc = opmath_type(t);
+  Value out = reduce_into(c, c.b.convert(s, acc), full_points(c.b, index, d, r), c.b.convert(src, acc),
+                          c.arg(4).toStringRef(), include_self, t);
+  return {c.b.reshape(c.b.convert(out, t), self.type.dims)};
 }
 
 // index_reduce(self, dim, index, source, reduce, include_self): source's slices along dim reduced into the slices

@@ -332,7 +332,8 @@ LoweringRule upsample_backward_rule(Mode mode, size_t nd) {
   return [mode, nd](OpContext& c) -> V {
     TensorType o = c.out(0);
     Value g = c.b.convert(c.tensor(0), opmath_type(o.dtype));
-    auto taps = upsample_taps(c, mode, nd, o.dims, g.type.dims, true, o.dtype);
+    // The CPU's backward kernels keep every weight in float32 and accumulate in a float32 buffer.
+    auto taps = upsample_taps(c, mode, nd, o.dims, g.type.dims, true, ElementType::kF32);
     return {to_result(c, resample_backward(c.b, g, taps))};
   };
 }

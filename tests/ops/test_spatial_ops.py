@@ -119,6 +119,24 @@ def test_interpolate(mode, shape, kw, align, dtype):
     check(lambda x: F.interpolate(x, mode=mode, **kw, **extra), r(*shape, dtype=dtype), **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("mode", "shape"), [("linear", (2, 3, 4)), ("bicubic", (2, 3, 4, 5)), ("trilinear", (1, 2, 3, 4, 5))])
+def test_interpolate_half_backward_keeps_float_weights(mode, shape, dtype):
+    """CPU's upsample backward kernels keep the weights in float32 (the forward ones round them to the input dtype)
+    and accumulate in float32: the gradients match at the dtype's default tolerance."""
+    x = r(*shape, dtype=dtype)
+    seed = r(*F.interpolate(x, scale_factor=1.7, mode=mode, align_corners=True).shape, dtype=dtype)
+
+    def grad(v: torch.Tensor) -> torch.Tensor:
+        v = v.detach().requires_grad_()
+        out = F.interpolate(v, scale_factor=1.7, mode=mode, align_corners=True)
+        return torch.autograd.grad(out, v, seed.to(v.device))[0]
+
+    torch_tpu.reset_op_counts()
+    torch.testing.assert_close(grad(x.to("tpu")).cpu(), grad(x))
+    assert not torch_tpu.metrics()["fallback_ops"]
+
+
 @pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
 def test_interpolate_layouts(mode):
     x = r(2, 3, 5, 6)
