@@ -8,7 +8,7 @@ import types
 
 import torch
 
-from torch_tpu import _C, _dlpack, config, device_module, runtime
+from torch_tpu import _C, _dlpack, _op_policies, config, device_module, runtime
 
 _lock = threading.Lock()
 _done = False
@@ -40,6 +40,7 @@ def register() -> None:
         _register_device_module()
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
         _dlpack.install()
+        _op_policies.install()
         cfg = config.load()
         _C._set_fallback_policy(cfg.fallback)
         _C._set_eager_mode(cfg.eager_mode)

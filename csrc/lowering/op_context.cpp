@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "lowering/common_dtype.h"
 #include "runtime/error.h"
 
 namespace torch_tpu {
@@ -204,6 +205,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_selection_rules(rows);
     add_flat_index_rules(rows);
     add_special_more_rules(rows);
+    compute_in_common_dtype(rows);
     add_foreach_rules(rows);  // last: its rules look up the elementwise rows
     return rows;
   }();

@@ -62,6 +62,22 @@ std::string compile_options_bytes(const CompileSettings& settings) {
   put_varint(out, build.size());
   out += build;
   if (settings.portable) put_varint_field(out, 4, 1);  // compile_portable_executable
+  if (settings.exact_reduced_precision) {
+    // env_option_overrides (map<string, OptionOverrideProto>): one entry {key = 1, value = 2 {bool_field = 2}}.
+    const std::string key = "xla_allow_excess_precision";
+    std::string value;
+    put_varint_field(value, 2, 0);  // bool_field = false
+    std::string entry;
+    put_tag(entry, 1, 2);
+    put_varint(entry, key.size());
+    entry += key;
+    put_tag(entry, 2, 2);
+    put_varint(entry, value.size());
+    entry += value;
+    put_tag(out, 7, 2);
+    put_varint(out, entry.size());
+    out += entry;
+  }
   return out;
 }
 

@@ -19,6 +19,11 @@ struct CompileSettings {
   bool portable = true;
   // ExecutableBuildOptions.exec_time_optimization_effort: negative trades run time for faster compiles.
   std::optional<float> exec_time_optimization_effort;
+  // DebugOptions.xla_allow_excess_precision = false: every float16/bfloat16 value a program computes is rounded to
+  // its type, as PyTorch's kernels round each result. XLA's default keeps such intermediates in float32 and
+  // silently drops the roundings the lowering rules ask for (a bfloat16 op written to a float32 out=, the per-op
+  // rounding between the ops of one fused graph).
+  bool exact_reduced_precision = true;
 };
 
 // Protobuf bytes of a CompileOptionsProto with one replica and one partition (never empty: XLA-CPU aborts on that).

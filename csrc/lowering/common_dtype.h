@@ -1,0 +1,16 @@
+// In-place and out= calls of pointwise ops whose result dtype is not their operands' common dtype (a bfloat16
+// tensor updated with a float32 one, a float32 out= of bfloat16 operands): PyTorch's TensorIterator computes in the
+// common dtype and converts once into the result. The rules are written for results of the common dtype, so the
+// rows of those ops are wrapped to see that dtype and convert at the end.
+#pragma once
+
+#include <vector>
+
+#include "lowering/op_context.h"
+
+namespace torch_tpu {
+
+// Wraps the rows of the pointwise ops whose operands promote together (e.g. add/mul/atan2/addcmul/where).
+void compute_in_common_dtype(std::vector<LoweringRow>& rows);
+
+}  // namespace torch_tpu

@@ -1,0 +1,41 @@
+"""Per-device choices PyTorch makes in Python for known device types, made for `tpu` the way CPU's are.
+
+torch.nn.functional.linear_cross_entropy resolves its "auto" accumulation policy from a table keyed by device type;
+an unlisted device gets the low-precision "compact" policy with no float32 accumulation, so bfloat16 losses on tpu
+would differ from CPU's (and CUDA's) by the rounding of every intermediate. `tpu` takes CPU's entries: float32
+accumulation and the "accurate" policy, which gives CPU's numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def _linear_cross_entropy() -> None:
+    try:
+        from torch.nn.modules import linear_cross_entropy_options as lce
+    except ImportError:  # a torch without the chunked linear_cross_entropy
+        return
+    table = getattr(lce, "_AUTO_DEFAULTS", None)
+    options = getattr(lce, "LinearCrossEntropyOptions", None)
+    resolve = getattr(options, "_resolve_auto_acc_dtype", None)
+    if not isinstance(table, dict) or resolve is None or getattr(resolve, "_torch_tpu", False):
+        return
+    for dtype in (torch.bfloat16, torch.float16):
+        if ("cpu", dtype) in table:
+            table.setdefault(("tpu", dtype), table[("cpu", dtype)])
+
+    def resolve_with_tpu(dtype: torch.dtype, device: torch.device | None) -> Any:
+        if device is not None and device.type == "tpu":
+            return resolve(dtype, torch.device("cpu"))
+        return resolve(dtype, device)
+
+    resolve_with_tpu._torch_tpu = True  # type: ignore[attr-defined]
+    options._resolve_auto_acc_dtype = staticmethod(resolve_with_tpu)
+
+
+def install() -> None:
+    """Idempotent."""
+    _linear_cross_entropy()
