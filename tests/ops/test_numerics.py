@@ -271,6 +271,16 @@ def test_half_reductions(dtype: torch.dtype, fn: Callable[..., Any]) -> None:
         compare(fn, t(values).to(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("exponent", [-2.0, -1.0, -0.5, 0.5, 2.0, 3.0, 1.5])
+def test_half_pow_scalar_exact(dtype: torch.dtype, exponent: float) -> None:
+    """PyTorch's pow kernels for these exponents (x*x*x and 1/(x*x) round x*x first in bfloat16, not in float16)."""
+    x = (torch.rand(4096, generator=torch.Generator().manual_seed(0)) * 3 + 0.05).to(dtype)
+    with lowered_only():
+        actual = x.to("tpu").pow(exponent).cpu()
+    assert torch.equal(actual, x.pow(exponent))
+
+
 def test_half_sum_exact() -> None:
     with lowered_only():
         assert torch.tensor([6e4, 6e4, -6e4], dtype=torch.float16, device="tpu").sum().item() == 60000.0
