@@ -456,6 +456,12 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for_each_tensor(args[i], [&](const at::Tensor& t) { targets.push_back(t); });
     }
   }
+  // Ops that write arguments but return new tensors (_batch_norm_with_update's running statistics): the written
+  // arguments are updated by the rule (OpContext::update_arg), the results are fresh.
+  bool fresh_results = !schema.returns().empty() &&
+                       std::none_of(schema.returns().begin(), schema.returns().end(),
+                                    [](const c10::Argument& r) { return r.alias_info() != nullptr; });
+  if (fresh_results) targets.clear();
   // Ops that return nothing (in-place _foreach_ ops, fused optimizers) produce their written arguments' new values.
   if (schema.returns().empty()) {
     outs.clear();

@@ -1,6 +1,8 @@
 // Batch and group normalisation. Batch norm: forward (training statistics or running statistics) and backward. In training mode the
 // forward also updates running_mean / running_var in place — ATen's native_batch_norm does so without marking the
 // arguments written in its schema, so the rule writes them explicitly (OpContext::update_arg).
+#include <ATen/ATen.h>
+
 #include "lowering/op_context.h"
 
 namespace torch_tpu {
@@ -55,43 +57,68 @@ Value shaped(HloBuilder& b, OpContext& c, size_t i, const Value& v) {
   return b.convert(v, o.dtype);
 }
 
+// Where the batch norm forward overloads keep their arguments: input, weight and bias are 0, 1 and 2 everywhere.
+struct BatchNormArgs {
+  int running = 3;       // running_mean (running_var follows); -1: the overload has none
+  int training = 5;      // the training flag; -1: fixed by the overload
+  bool fixed_training = false;
+  int momentum = 6, eps = 7;
+};
+
 // native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
-//   -> (out, save_mean, save_invstd)
-V batch_norm_rule(OpContext& c) {
+//   -> (out, save_mean, save_invstd), and the overloads laid out by `a`.
+V batch_norm_forward(OpContext& c, const BatchNormArgs& a) {
   HloBuilder& b = c.b;
   Value x0 = c.tensor(0);
   ElementType t = stats_type(x0.type.dtype);
   Value x = b.convert(x0, t);
   Layout l = layout_of(x);
-  bool training = c.flag(5);
-  double eps = c.scalar(7);
-  bool has_running = c.has(3) && c.has(4);
+  size_t rm_i = static_cast<size_t>(a.running), rv_i = rm_i + 1;
+  bool has_running = a.running >= 0 && c.has(rm_i) && c.has(rv_i);
+  bool training = a.training >= 0 ? c.flag(static_cast<size_t>(a.training)) : a.fixed_training || !has_running;
+  double eps = c.scalar(static_cast<size_t>(a.eps));
   TORCH_CHECK(training || has_running, "running_mean and running_var must be defined in evaluation mode");
   Value mean, var;
   if (training) {
     std::tie(mean, var) = batch_stats(b, x, l);
     if (has_running) {
       // running = (1 - momentum) * running + momentum * batch statistic (variance unbiased), in the running dtype.
-      Value m = c.runtime_scalar(c.arg(6).toScalar(), t);
-      Value rm = b.convert(c.tensor(3), t);
-      Value rv = b.convert(c.tensor(4), t);
+      Value m = c.runtime_scalar(c.arg(static_cast<size_t>(a.momentum)).toScalar(), t);
+      Value rm = b.convert(c.tensor(rm_i), t);
+      Value rv = b.convert(c.tensor(rv_i), t);
       Value mv = b.broadcast_to(m, rm.type.dims);
       Value keep = sub(b, k(b, 1.0, mv), mv);
       double unbias = l.count > 1 ? l.count / (l.count - 1) : 1.0;
-      c.update_arg(3, add(b, mul(b, keep, rm), mul(b, mv, mean)));
-      c.update_arg(4, add(b, mul(b, keep, rv), mul(b, mv, mul(b, var, k(b, unbias, var)))));
+      c.update_arg(rm_i, add(b, mul(b, keep, rm), mul(b, mv, mean)));
+      c.update_arg(rv_i, add(b, mul(b, keep, rv), mul(b, mv, mul(b, var, k(b, unbias, var)))));
     }
   } else {
-    mean = b.convert(c.tensor(3), t);
-    var = b.convert(c.tensor(4), t);
+    mean = b.convert(c.tensor(rm_i), t);
+    var = b.convert(c.tensor(rv_i), t);
   }
   Value invstd = inv_std(b, var, eps);
   Value scale = invstd;
   if (c.has(1)) scale = mul(b, scale, b.convert(c.tensor(1), t));
   Value y = mul(b, sub(b, x, per_channel(b, mean, l)), per_channel(b, scale, l));
   if (c.has(2)) y = add(b, y, per_channel(b, b.convert(c.tensor(2), t), l));
-  return {b.convert(y, c.out(0).dtype), shaped(b, c, 1, mean), shaped(b, c, 2, invstd)};
+  V results{b.convert(y, c.out(0).dtype), shaped(b, c, 1, mean), shaped(b, c, 2, invstd)};
+  if (c.num_outputs() == 4) results.push_back(zeros(b, c.out(3)));  // the (empty) reserve of the _batch_norm_* ops
+  return results;
 }
+
+V batch_norm_rule(OpContext& c) { return batch_norm_forward(c, {}); }
+
+// _native_batch_norm_legit(input, weight?, bias?, running_mean!, running_var!, training, momentum, eps) shares
+// native_batch_norm's layout; its .no_stats overload has no running statistics.
+V batch_norm_no_stats_rule(OpContext& c) { return batch_norm_forward(c, {-1, 3, false, 4, 5}); }
+
+// _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!, momentum, eps)
+//   -> (out, save_mean, save_invstd, reserve): training statistics, running statistics updated.
+V batch_norm_with_update_rule(OpContext& c) { return batch_norm_forward(c, {3, -1, true, 5, 6}); }
+
+// _batch_norm_no_update(input, weight?, bias?, running_mean?, running_var?, momentum, eps): the running statistics
+// when given (evaluation), else the batch's.
+V batch_norm_no_update_rule(OpContext& c) { return batch_norm_forward(c, {3, -1, false, 5, 6}); }
 
 // native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?, save_invstd?,
 //                            train, eps, output_mask) -> (grad_input, grad_weight, grad_bias)
@@ -207,8 +234,18 @@ V group_norm_backward_rule(OpContext& c) {
 }  // namespace
 
 void add_batch_norm_rules(std::vector<LoweringRow>& rows) {
-  rows.push_back({{"native_batch_norm"}, batch_norm_rule});
-  rows.push_back({{"native_batch_norm_backward"}, batch_norm_backward_rule});
+  rows.push_back({{"native_batch_norm", "_native_batch_norm_legit"}, batch_norm_rule});
+  rows.push_back({{"_native_batch_norm_legit.no_stats"}, batch_norm_no_stats_rule});
+  // float16/bfloat16 inputs: CPU's kernels return the saved statistics in the input dtype where the meta kernels (and
+  // CUDA) say float32; those calls stay on the CPU so the dtypes are CPU's.
+  ArgumentFilter full_precision = [](const std::vector<c10::IValue>& args) {
+    return args.empty() || !args[0].isTensor() || !at::isReducedFloatingType(args[0].toTensor().scalar_type());
+  };
+  rows.push_back({{"_batch_norm_with_update"}, batch_norm_with_update_rule, nullptr, full_precision});
+  rows.push_back({{"_batch_norm_no_update"}, batch_norm_no_update_rule, nullptr, full_precision});
+  // batch_norm_backward(..., update, eps, output_mask, reserve): native_batch_norm_backward's layout (save_var holds
+  // the saved inverse standard deviation) plus the unused reserve.
+  rows.push_back({{"native_batch_norm_backward", "batch_norm_backward"}, batch_norm_backward_rule});
   rows.push_back({{"native_group_norm", "native_group_norm.out"}, group_norm_rule});
   rows.push_back({{"native_group_norm_backward", "native_group_norm_backward.out"}, group_norm_backward_rule});
 }

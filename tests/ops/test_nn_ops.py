@@ -363,3 +363,33 @@ def test_bilinear_bfloat16_backward():
     x1, x2 = torch.randn(8, 3, generator=g).bfloat16(), torch.randn(8, 4, generator=g).bfloat16()
     w, bias = torch.randn(5, 3, 4, generator=g).bfloat16(), torch.randn(5, generator=g).bfloat16()
     check(F.bilinear, x1, x2, w, bias, rtol=1.6e-2, atol=2e-2)
+
+
+# ---- the batch norm overloads export and torch.compile graphs use ----
+
+BN = torch.ops.aten
+BN_OVERLOADS = {
+    "with_update": lambda x, w, b, rm, rv: BN._batch_norm_with_update(x, w, b, rm, rv, 0.1, 1e-5),
+    "no_update": lambda x, w, b, rm, rv: BN._batch_norm_no_update(x, w, b, rm, rv, 0.1, 1e-5)[:1],
+    "legit_train": lambda x, w, b, rm, rv: BN._native_batch_norm_legit(x, w, b, rm, rv, True, 0.1, 1e-5),
+    "legit_eval": lambda x, w, b, rm, rv: BN._native_batch_norm_legit(x, w, b, rm, rv, False, 0.1, 1e-5)[:1],
+    "no_stats": lambda x, w, b, rm, rv: BN._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5),
+}
+
+
+@pytest.mark.parametrize("name", list(BN_OVERLOADS))
+def test_batch_norm_overloads_update_running_stats(name):
+    """Results (evaluation overloads: the output; PyTorch's meta kernels size their unused statistics differently
+    from CPU's) and the running statistics updated in place equal CPU's, with no CPU fallback."""
+    fn = BN_OVERLOADS[name]
+    x, w, b = r(4, 3, 5, 5), torch.rand(3, generator=g), torch.rand(3, generator=g)
+    rm, rv = torch.rand(3, generator=g), torch.rand(3, generator=g) + 0.5
+    rm_cpu, rv_cpu, rm_tpu, rv_tpu = rm.clone(), rv.clone(), rm.to("tpu"), rv.to("tpu")
+    expected = fn(x, w, b, rm_cpu, rv_cpu)
+    torch_tpu.reset_op_counts()
+    actual = fn(x.to("tpu"), w.to("tpu"), b.to("tpu"), rm_tpu, rv_tpu)
+    assert not torch_tpu.metrics()["fallback_ops"]
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a.cpu(), e)
+    torch.testing.assert_close(rm_tpu.cpu(), rm_cpu)
+    torch.testing.assert_close(rv_tpu.cpu(), rv_cpu)
