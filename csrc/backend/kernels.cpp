@@ -194,6 +194,16 @@ bool tpu_has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tens
   return true;
 }
 
+// Autograd asks for "efficient" zero tensors (sgn's gradient for real inputs); on tpu they are plain zeros, filled
+// on the device, so nothing reaches the CPU fallback.
+at::Tensor tpu_efficientzerotensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                   std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                   std::optional<bool> pin_memory) {
+  (void)layout;
+  (void)pin_memory;
+  return at::zeros(size, at::TensorOptions().dtype(dtype).device(device));
+}
+
 bool schema_exists(const std::string& name) {
   auto dot = name.find('.');
   std::string base = dot == std::string::npos ? name : name.substr(0, dot);
@@ -222,6 +232,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(tpu_set_storage));
   m.impl("set_.source_Tensor", TORCH_FN(tpu_set_source_tensor));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(tpu_has_compatible_shallow_copy_type));
+  m.impl("_efficientzerotensor", TORCH_FN(tpu_efficientzerotensor));
   for (const auto& row : lowering_table()) {
     for (const auto& name : row.names) {
       if (schema_exists(name)) m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_lowered>());

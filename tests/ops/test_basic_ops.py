@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import torch_tpu
 from tests.ops.harness import check
 
 g = torch.Generator().manual_seed(0)
@@ -139,3 +140,18 @@ def test_out_and_dtype_conversions():
     x = torch.tensor([1.7, -2.2, 3.5])
     for dt in (torch.int32, torch.int64, torch.float64, torch.bfloat16, torch.float16, torch.bool, torch.uint8):
         torch.testing.assert_close(x.to("tpu").to(dt).cpu(), x.to(dt))
+
+
+def test_sgn_backward_zero_gradient_without_fallback() -> None:
+    """Autograd builds sgn's (zero) gradient of a real input with _efficientzerotensor: plain zeros on tpu."""
+    x = torch.tensor([1.0, -2.0, 0.0, 3.5])
+    grads = []
+    for device in ("cpu", "tpu"):
+        v = x.to(device).requires_grad_()
+        torch_tpu.reset_op_counts()
+        torch.sgn(v).mul(2).sum().backward()
+        assert device == "cpu" or not torch_tpu.metrics()["fallback_ops"]
+        grads.append(v.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
+    zero = torch.ops.aten._efficientzerotensor([2, 3], dtype=torch.bfloat16, device="tpu")
+    assert zero.device.type == "tpu" and zero.dtype == torch.bfloat16 and not zero.cpu().any()
