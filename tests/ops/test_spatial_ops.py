@@ -120,7 +120,9 @@ def test_interpolate(mode, shape, kw, align, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize(("mode", "shape"), [("linear", (2, 3, 4)), ("bicubic", (2, 3, 4, 5)), ("trilinear", (1, 2, 3, 4, 5))])
+@pytest.mark.parametrize(
+    ("mode", "shape"), [("linear", (2, 3, 4)), ("bicubic", (2, 3, 4, 5)), ("trilinear", (1, 2, 3, 4, 5))]
+)
 def test_interpolate_half_backward_keeps_float_weights(mode, shape, dtype):
     """CPU's upsample backward kernels keep the weights in float32 (the forward ones round them to the input dtype)
     and accumulate in float32: the gradients match at the dtype's default tolerance."""
