@@ -15,7 +15,7 @@ def _autoload() -> None:
 
 import torch  # noqa: E402,F401  (loads libtorch before _C)
 
-from torch_tpu import _C, _meta, _registration, config, runtime  # noqa: E402,F401  (_C registers the kernels)
+from torch_tpu import _C, _decomposed, _meta, _registration, config, runtime  # noqa: E402,F401  (_C registers the kernels)
 from torch_tpu.eager import eager_mode, flush, get_eager_mode, set_eager_mode  # noqa: E402
 
 __version__ = "0.1.0"

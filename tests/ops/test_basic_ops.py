@@ -155,3 +155,15 @@ def test_sgn_backward_zero_gradient_without_fallback() -> None:
     torch.testing.assert_close(grads[1], grads[0])
     zero = torch.ops.aten._efficientzerotensor([2, 3], dtype=torch.bfloat16, device="tpu")
     assert zero.device.type == "tpu" and zero.dtype == torch.bfloat16 and not zero.cpu().any()
+
+
+@pytest.mark.parametrize("fn", [torch.tril_indices, torch.triu_indices])
+def test_tril_triu_indices_on_device(fn) -> None:
+    """PyTorch's own decompositions, registered as tpu kernels: the index pattern is built on the device."""
+    torch_tpu.reset_op_counts()
+    for args in [(3, 3), (4, 6, 1), (5, 3, -2), (0, 3), (3, 3, 10), (6, 2, -7)]:
+        actual = fn(*args, device="tpu")
+        assert actual.device.type == "tpu"
+        assert torch.equal(actual.cpu(), fn(*args))
+    assert fn(4, 5, dtype=torch.int32, device="tpu").dtype == torch.int32
+    assert not torch_tpu.metrics()["fallback_ops"]

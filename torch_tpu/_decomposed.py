@@ -1,0 +1,28 @@
+"""ATen ops that run on tpu as PyTorch's own decompositions (torch._decomp) instead of through the CPU fallback.
+
+Each op here has no lowering rule of its own; its decomposition is made of lowered ops, so it runs on the device
+(registered as the op's PrivateUse1 kernel). Only ops whose decomposition needs no host read are listed.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._decomp import decomposition_table
+
+_LIB = torch.library.Library("aten", "IMPL")
+
+# op overload name -> why a decomposition (not a rule): creation ops whose result is a small index pattern, and a
+# loss whose reference formula lowers well.
+_OPS = ("tril_indices", "triu_indices")
+
+
+def _register() -> None:
+    for name in _OPS:
+        overload = getattr(torch.ops.aten, name).default
+        fn = decomposition_table.get(overload)
+        if fn is None:  # a torch without this decomposition: the op keeps the CPU fallback
+            continue
+        _LIB.impl(name, fn, "PrivateUse1")
+
+
+_register()
