@@ -448,20 +448,19 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     g_meta_cache.emplace(key, outs);
   }
 
-  // Inplace and out= overloads write into their mutable arguments; functional ones create outputs.
+  // Inplace and out= overloads write into their mutable arguments; functional ones create outputs. Ops that write
+  // arguments but return new tensors (_batch_norm_with_update's running statistics) have fresh results: the rule
+  // updates the written arguments itself (OpContext::update_arg).
+  bool fresh_results = !schema.returns().empty() &&
+                       std::none_of(schema.returns().begin(), schema.returns().end(),
+                                    [](const c10::Argument& r) { return r.alias_info() != nullptr; });
   std::vector<at::Tensor> targets;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n && !fresh_results; ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
     if (alias != nullptr && alias->isWrite()) {
       for_each_tensor(args[i], [&](const at::Tensor& t) { targets.push_back(t); });
     }
   }
-  // Ops that write arguments but return new tensors (_batch_norm_with_update's running statistics): the written
-  // arguments are updated by the rule (OpContext::update_arg), the results are fresh.
-  bool fresh_results = !schema.returns().empty() &&
-                       std::none_of(schema.returns().begin(), schema.returns().end(),
-                                    [](const c10::Argument& r) { return r.alias_info() != nullptr; });
-  if (fresh_results) targets.clear();
   // Ops that return nothing (in-place _foreach_ ops, fused optimizers) produce their written arguments' new values.
   if (schema.returns().empty()) {
     outs.clear();

@@ -1,7 +1,7 @@
 // Batch and group normalisation. Batch norm: forward (training statistics or running statistics) and backward. In training mode the
 // forward also updates running_mean / running_var in place — ATen's native_batch_norm does so without marking the
 // arguments written in its schema, so the rule writes them explicitly (OpContext::update_arg).
-#include <ATen/ATen.h>
+#include <c10/core/ScalarType.h>
 
 #include "lowering/op_context.h"
 
@@ -239,7 +239,7 @@ void add_batch_norm_rules(std::vector<LoweringRow>& rows) {
   // float16/bfloat16 inputs: CPU's kernels return the saved statistics in the input dtype where the meta kernels (and
   // CUDA) say float32; those calls stay on the CPU so the dtypes are CPU's.
   ArgumentFilter full_precision = [](const std::vector<c10::IValue>& args) {
-    return args.empty() || !args[0].isTensor() || !at::isReducedFloatingType(args[0].toTensor().scalar_type());
+    return args.empty() || !args[0].isTensor() || !c10::isReducedFloatingType(args[0].toTensor().scalar_type());
   };
   rows.push_back({{"_batch_norm_with_update"}, batch_norm_with_update_rule, nullptr, full_precision});
   rows.push_back({{"_batch_norm_no_update"}, batch_norm_no_update_rule, nullptr, full_precision});

@@ -82,7 +82,7 @@ const std::unordered_map<std::string, std::vector<size_t>>& promoting_operands()
                              "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "reciprocal",
                              "sigmoid", "erf", "erfc", "erfinv", "lgamma", "digamma", "i0", "logit", "sinc", "deg2rad",
                              "rad2deg", "special_i0e", "special_i1", "special_i1e", "special_ndtri", "special_log_ndtr",
-                             "special_erfcx", "special_entr", "special_expit", "special_ndtr", "polygamma", "mvlgamma"}) {
+                             "special_erfcx", "special_entr", "special_expit", "special_ndtr", "mvlgamma"}) {
       m[name] = {0};
     }
     m["polygamma"] = {1};  // polygamma(n, self)

@@ -361,12 +361,13 @@ V pow_rule(OpContext& c) {
     Value one = b.constant(1, t, o.dims);
     if (e == 1.0) return {to_result(c, x)};
     if (e == 2.0) return {to_result(c, b.binary("stablehlo.multiply", x, x))};
-    // bfloat16: x * x is rounded before the second step, as PyTorch's vectorized bfloat16 kernel does (its float16
-    // kernel computes both steps in float).
-    Value sq = b.binary("stablehlo.multiply", x, x);
-    if (o.dtype == ElementType::kBF16) sq = b.convert(to_result(c, sq), t);
-    if (e == 3.0) return {to_result(c, b.binary("stablehlo.multiply", sq, x))};
-    if (e == -2.0) return {to_result(c, b.binary("stablehlo.divide", one, sq))};
+    if (e == 3.0 || e == -2.0) {
+      // bfloat16: x * x is rounded before the second step, as PyTorch's vectorized bfloat16 kernel does (its
+      // float16 kernel computes both steps in float).
+      Value sq = b.binary("stablehlo.multiply", x, x);
+      if (o.dtype == ElementType::kBF16) sq = b.convert(to_result(c, sq), t);
+      return {to_result(c, e == 3.0 ? b.binary("stablehlo.multiply", sq, x) : b.binary("stablehlo.divide", one, sq))};
+    }
     // PyTorch takes the sqrt/rsqrt/reciprocal kernels for these exponents except for float16 (pow(-inf, .5) = inf).
     if (o.dtype != ElementType::kF16) {
       if (e == 0.5) return {to_result(c, b.unary("stablehlo.sqrt", x))};

@@ -32,6 +32,13 @@ void put_varint_field(std::string& out, int field, uint64_t v) {
   put_varint(out, v);
 }
 
+// A length-delimited field: tag, size, bytes (an embedded message or a string).
+void put_bytes_field(std::string& out, int field, const std::string& bytes) {
+  put_tag(out, field, 2);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
 void make_dirs(const std::string& dir) {
   std::string partial;
   std::stringstream ss(dir);
@@ -58,25 +65,16 @@ std::string compile_options_bytes(const CompileSettings& settings) {
     build.append(raw, 4);
   }
   std::string out;  // CompileOptionsProto
-  put_tag(out, 3, 2);  // executable_build_options
-  put_varint(out, build.size());
-  out += build;
+  put_bytes_field(out, 3, build);  // executable_build_options
   if (settings.portable) put_varint_field(out, 4, 1);  // compile_portable_executable
   if (settings.exact_reduced_precision) {
     // env_option_overrides (map<string, OptionOverrideProto>): one entry {key = 1, value = 2 {bool_field = 2}}.
-    const std::string key = "xla_allow_excess_precision";
     std::string value;
     put_varint_field(value, 2, 0);  // bool_field = false
     std::string entry;
-    put_tag(entry, 1, 2);
-    put_varint(entry, key.size());
-    entry += key;
-    put_tag(entry, 2, 2);
-    put_varint(entry, value.size());
-    entry += value;
-    put_tag(out, 7, 2);
-    put_varint(out, entry.size());
-    out += entry;
+    put_bytes_field(entry, 1, "xla_allow_excess_precision");
+    put_bytes_field(entry, 2, value);
+    put_bytes_field(out, 7, entry);
   }
   return out;
 }
