@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "runtime/error.h"
 
@@ -50,6 +51,85 @@ Value element_indices(HloBuilder& b, const ViewSpec& v) {
   return idx;
 }
 
+// A view whose kept strides, outermost first, each divide the next-outer one with room for its size (t_i % t_(i+1)
+// == 0 and t_i >= t_(i+1) s_(i+1)) is a box within the storage: from the offset, the storage reshaped to
+// [s_0, t_0 / t_1, ..., t_(k-2) / t_(k-1), t_(k-1)] holds the view as the sub-box [0, s_i) x ... x [0, 1). q/k/v
+// split off one projection and transposed per head are such views.
+struct Box {
+  std::vector<int64_t> dims;     // the reshaped storage segment
+  std::vector<int64_t> picked;   // the view's sub-box: its kept sizes, outermost first (then the trailing 1)
+  int64_t length = 0;            // elements of the segment: dims[0] * the outermost stride
+};
+
+std::optional<Box> box_of(const ViewSpec& v, const DenseLayout& d, int64_t storage_size) {
+  const size_t k = d.order.size();
+  if (k == 0 || v.offset < 0) return std::nullopt;
+  int64_t last = v.offset;  // the view's last element must lie in the storage (else the gather path reports it)
+  for (int64_t dim : d.kept) last += (v.sizes[dim] - 1) * v.strides[dim];
+  if (last >= storage_size) return std::nullopt;
+  Box box;
+  box.dims.push_back(v.sizes[d.order[0]]);
+  for (size_t i = 0; i + 1 < k; ++i) {
+    const int64_t outer = v.strides[d.order[i]], inner = v.strides[d.order[i + 1]];
+    if (inner <= 0 || outer % inner != 0 || outer / inner < v.sizes[d.order[i + 1]]) return std::nullopt;
+    box.dims.push_back(outer / inner);
+  }
+  const int64_t innermost = v.strides[d.order[k - 1]];
+  if (innermost <= 0) return std::nullopt;
+  box.dims.push_back(innermost);
+  for (int64_t dim : d.order) box.picked.push_back(v.sizes[dim]);
+  box.picked.push_back(1);
+  box.length = box.dims[0] * v.strides[d.order[0]];
+  return box;
+}
+
+// The storage segment [offset, offset + length) reshaped to the box; zero-padded where the last outer row ends past
+// the storage (the padding is never selected).
+Value box_segment(HloBuilder& b, const Value& storage, const ViewSpec& v, const Box& box) {
+  const int64_t missing = v.offset + box.length - storage.type.dims[0];
+  Value padded = storage;
+  if (missing > 0) {
+    padded = b.op1("stablehlo.pad", {storage, b.constant(0, storage.type.dtype)},
+                   {storage.type.dtype, {storage.type.dims[0] + missing}},
+                   "edge_padding_low = array<i64: 0>, edge_padding_high = " + i64_array({missing}) +
+                       ", interior_padding = array<i64: 0>");
+  }
+  return b.reshape(b.slice(padded, {v.offset}, {v.offset + box.length}), box.dims);
+}
+
+// Permutation from the outermost-first order of the kept dims to their view order, and back.
+std::vector<int64_t> to_view_order(const DenseLayout& d) {
+  std::vector<int64_t> perm;
+  for (int64_t dim : d.kept) perm.push_back(std::find(d.order.begin(), d.order.end(), dim) - d.order.begin());
+  return perm;
+}
+std::vector<int64_t> to_storage_order(const DenseLayout& d) {
+  std::vector<int64_t> perm;
+  for (int64_t dim : d.order) perm.push_back(std::find(d.kept.begin(), d.kept.end(), dim) - d.kept.begin());
+  return perm;
+}
+
+Value read_box(HloBuilder& b, const Value& storage, const ViewSpec& v, const DenseLayout& d, const Box& box) {
+  std::vector<int64_t> kept_sizes(box.picked.begin(), box.picked.end() - 1);
+  Value picked = b.slice(box_segment(b, storage, v, box), std::vector<int64_t>(box.dims.size(), 0), box.picked);
+  return b.broadcast_in_dim(b.transpose(b.reshape(picked, kept_sizes), to_view_order(d)), v.sizes, d.kept);
+}
+
+// `update` (shaped v.sizes, no broadcast dims) written into the box, and the segment spliced back into the storage.
+Value write_box(HloBuilder& b, const Value& storage, const Value& update, const ViewSpec& v, const DenseLayout& d,
+                const Box& box) {
+  std::vector<int64_t> kept_sizes;
+  for (int64_t dim : d.kept) kept_sizes.push_back(v.sizes[dim]);
+  Value u = b.reshape(b.transpose(b.reshape(update, kept_sizes), to_storage_order(d)), box.picked);
+  Value zero = b.constant(0, ElementType::kS64);
+  Value boxed = b.dynamic_update_slice(box_segment(b, storage, v, box), u,
+                                       std::vector<Value>(box.dims.size(), zero));
+  const int64_t kept_length = std::min(box.length, storage.type.dims[0] - v.offset);  // drop any padding
+  Value flat = b.reshape(boxed, {box.length});
+  if (kept_length < box.length) flat = b.slice(flat, {0}, {kept_length});
+  return b.dynamic_update_slice(storage, flat, {b.constant(static_cast<double>(v.offset), ElementType::kS64)});
+}
+
 std::string gather_dims() {
   return "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
          "index_vector_dim = 1>, slice_sizes = array<i64: 1>, indices_are_sorted = false";
@@ -89,6 +169,7 @@ Value read_view(HloBuilder& b, const Value& storage, const ViewSpec& v) {
     Value kept = b.transpose(sorted, perm);
     return b.broadcast_in_dim(kept, v.sizes, d.kept);
   }
+  if (std::optional<Box> box = box_of(v, d, storage.type.dims[0])) return read_box(b, storage, v, d, *box);
   Value idx = b.reshape(element_indices(b, v), {n, 1});
   Value gathered = b.op1("stablehlo.gather", {storage, idx}, {dtype, {n}}, gather_dims());
   return b.reshape(gathered, v.sizes);
@@ -117,6 +198,9 @@ Value write_view(HloBuilder& b, const Value& storage, const Value& update, const
     if (v.offset == 0 && n == total) return flat;
     Value start = b.constant(static_cast<double>(v.offset), ElementType::kS64);
     return b.dynamic_update_slice(storage, flat, {start});
+  }
+  if (!broadcast) {
+    if (std::optional<Box> box = box_of(v, d, total)) return write_box(b, storage, update, v, d, *box);
   }
   // Anything else: scatter every element to its flat index.
   Value idx = b.reshape(element_indices(b, v), {n, 1});

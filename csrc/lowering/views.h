@@ -16,7 +16,8 @@ struct ViewSpec {
 };
 
 // The elements of `storage` (1-D) that `view` selects, shaped `view.sizes`. Dense (possibly permuted, stepped or
-// broadcast) views become slice/reshape/transpose/broadcast; any other as_strided view becomes a gather.
+// broadcast) views and views that are a sub-box of the reshaped storage (heads split off a fused projection) become
+// slice/reshape/transpose/broadcast; any other as_strided view becomes a gather.
 Value read_view(HloBuilder& b, const Value& storage, const ViewSpec& view);
 
 // A new 1-D storage: `storage` with the elements `view` selects replaced by `update` (shaped view.sizes).
