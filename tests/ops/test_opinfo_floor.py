@@ -27,6 +27,7 @@ from torch_tpu.tools.opinfo_check import (
     to_float64,
     to_tpu,
 )
+from torch_tpu.tools.opinfo_opmath import OpmathMode
 from torch_tpu.tools.opinfo_report import blockers, markdown, totals
 
 pytest.importorskip("expecttest")
@@ -84,6 +85,34 @@ def test_float64_reference_accepts_only_answers_closer_to_exact() -> None:
     assert not agrees_with_float64([tpu, idx.flip(0).to("tpu")], [cpu, idx], [exact, idx])  # indices must equal CPU
     big = torch.tensor([1e6], dtype=torch.float64)  # past float16's range: the rounded answer is inf
     assert agrees_with_float64([torch.tensor([float("inf")], dtype=torch.float16)], [big.half().nan_to_num()], [big])
+
+
+def test_worst_case_float64_measure_judges_each_result_whole() -> None:
+    exact = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64) / 3
+    ulp = 2e-5  # above float32's tolerance at these magnitudes (atol 1e-5 + rtol 1.3e-6)
+    cpu = (exact + torch.tensor([2 * ulp, 0, 0, 0], dtype=torch.float64)).float()  # CPU's worst: element 0
+    tpu = (exact + torch.tensor([0, 0, 0, 2 * ulp], dtype=torch.float64)).float()  # as bad, elsewhere
+    assert not agrees_with_float64([tpu.to("tpu")], [cpu], [exact])  # element 3 loses to CPU's
+    assert agrees_with_float64([tpu.to("tpu")], [cpu], [exact], worst_case=True)
+    worse = (exact + torch.tensor([0, 0, 0, 8 * ulp], dtype=torch.float64)).float()
+    assert not agrees_with_float64([worse.to("tpu")], [cpu], [exact], worst_case=True)
+
+
+def test_opmath_mode_rounds_once_per_op() -> None:
+    x = torch.tensor([0.1, 0.7, 1.3, 2.9], dtype=torch.bfloat16)
+    y = torch.tensor([3.1, 0.3, 1.7, 0.9], dtype=torch.bfloat16)
+    with OpmathMode():
+        z = torch.addcmul(x, x, y, value=0.3)  # one op: computed in float32, rounded once
+        lse = torch.logsumexp(x, 0)
+        s = x.sum(dtype=torch.float32)  # the op's own float32 result stays float32
+    assert z.dtype == lse.dtype == torch.bfloat16 and s.dtype == torch.float32
+    assert torch.equal(z, torch.addcmul(x.float(), x.float(), y.float(), value=0.3).bfloat16())
+    assert torch.equal(lse, torch.logsumexp(x.float(), 0).bfloat16())
+    assert s.item() == x.float().sum().item()
+    leaf = x.clone().requires_grad_()
+    with OpmathMode():
+        torch.log_softmax(leaf, 0).backward(torch.ones(4, dtype=torch.bfloat16))  # dtype arguments widen too
+    assert leaf.grad is not None and leaf.grad.dtype == torch.bfloat16
 
 
 def test_tie_order_checks_still_catch_wrong_indices() -> None:

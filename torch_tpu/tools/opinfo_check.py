@@ -10,9 +10,13 @@ When floating results differ from CPU's, the sample is run once more on the CPU 
 gradients): if every tpu element is at least as close to that float64 answer as CPU's element is (give or take the
 default tolerances of the dtype), the sample passes and the record says so (`cpu_differs`). That is the case where
 torch_tpu rounds once where CPU rounds at every step (bf16/f16), or sums in another order; CPU's answer need not be
-closer. Index and integer outputs must still equal CPU's exactly, except for entries that do not promise which of
-several equal elements they pick (sort without stable=True, topk): there the picked elements must be equal, and
-gradients summed per group of equal inputs must match.
+closer. Failing that, each result may be judged as a whole: its worst error against float64 no worse than CPU's
+worst (plus one tolerance). For bfloat16/float16 results there is one more measure: the sample evaluated on the CPU
+with every op computed in float32 and rounded once (PyTorch's opmath, as CUDA computes; see `opinfo_opmath`). The
+record names the measure that passed.
+Index and integer outputs must still equal CPU's exactly, except for entries that do not promise which of several
+equal elements they pick (sort without stable=True, topk): there the picked elements must be equal, and gradients
+summed per group of equal inputs must match.
 Outputs that are not unique (signs or phases of singular and eigen vectors) pass when they match after the sample's
 output_process_fn_grad, which is how PyTorch's own test_compare_cpu compares them.
 """
@@ -27,6 +31,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 import torch_tpu
+from torch_tpu.tools import opinfo_opmath
 from torch_tpu.tools.opinfo_entries import DTYPES, backward_supported, full_name, skip_reason, upstream_note
 
 SAMPLE_SEED = 0
@@ -255,10 +260,14 @@ def _abs_error(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return torch.where(err.isnan(), torch.full_like(err, math.inf), err)
 
 
-def agrees_with_float64(actual: list[Any], expected: list[Any], reference: list[Any]) -> bool:
+def agrees_with_float64(
+    actual: list[Any], expected: list[Any], reference: list[Any], *, worst_case: bool = False
+) -> bool:
     """True when every floating tpu result is at least as close to the float64 reference (rounded to the result's
     dtype) as CPU's result is, give or take the dtype's default tolerances, element by element; every other result
-    must equal CPU's."""
+    must equal CPU's. With `worst_case`, each floating result is judged as a whole instead: its largest error, in
+    units of the tolerance at each element, may exceed CPU's largest by at most one unit. Two results that round
+    differently but are equally accurate pass that; element by element, one of them is bound to lose somewhere."""
     if not (len(actual) == len(expected) == len(reference)):
         return False
     for a, e, r in zip(actual, expected, reference, strict=True):
@@ -277,10 +286,22 @@ def agrees_with_float64(actual: list[Any], expected: list[Any], reference: list[
         tpu_err = _abs_error(a.detach().cpu().to(e.dtype), rounded)
         cpu_err = _abs_error(e.detach(), rounded)
         cpu_err = torch.where(cpu_err.isfinite(), cpu_err, torch.zeros_like(cpu_err))  # a non-finite CPU answer
-        scale = _abs_error(rounded, torch.zeros_like(rounded))  # excuses nothing
-        if not bool((tpu_err <= atol + rtol * scale + cpu_err).all()):
+        tol = atol + rtol * _abs_error(rounded, torch.zeros_like(rounded))  # the scale excuses nothing
+        if worst_case:
+            if tpu_err.numel() and float((tpu_err / tol).max()) > float((cpu_err / tol).max()) + 1:
+                return False
+        elif not bool((tpu_err <= tol + cpu_err).all()):
             return False
     return True
+
+
+def _float64_measure(actual: list[Any], expected: list[Any], reference: list[Any]) -> str | None:
+    """The float64 measure the results pass (for the record), or None."""
+    if agrees_with_float64(actual, expected, reference):
+        return "agrees with float64"
+    if agrees_with_float64(actual, expected, reference, worst_case=True):
+        return "as accurate as CPU by float64 (worst error per result)"
+    return None
 
 
 def _mismatch_line(err: AssertionError) -> str:
@@ -351,6 +372,7 @@ def _same_after_process(sample: Any, actual: Any, expected: Any) -> bool:
 def _forward(op: Any, sample: Any, fallbacks: dict[str, int], notes: list[str]) -> bool:
     tpu_input, tpu_args, tpu_kwargs = _move(op, sample)
     sample64 = tuple(to_float64(x) for x in (sample.input, sample.args, sample.kwargs))  # before CPU writes them
+    sample_opmath = _opmath_copy(sample)
     expected = _reference(op, sample)  # tpu copies are taken first: some entries write their inputs
     torch_tpu.reset_op_counts()
     try:
@@ -368,11 +390,15 @@ def _forward(op: Any, sample: Any, fallbacks: dict[str, int], notes: list[str]) 
             if m.max_abs_diff is None:
                 raise
             reference = _float64_forward(op, sample64)
-            if reference is None or not agrees_with_float64(
-                tree_flatten(actual)[0], tree_flatten(expected)[0], tree_flatten(reference)[0]
-            ):
+            measure = None
+            if reference is not None:
+                flat = [tree_flatten(x)[0] for x in (actual, expected, reference)]
+                measure = _float64_measure(*flat)
+            if measure is None and _matches_opmath_forward(op, sample_opmath, actual):
+                measure = OPMATH_NOTE
+            if measure is None:
                 raise
-            notes.append(f"agrees with float64: output ({m})")
+            notes.append(f"{measure}: output ({m})")
         pairs = zip(_tensors([tpu_input, tpu_args]), _tensors([sample.input, sample.args]), strict=True)
         after = [(a, e) for a, e in pairs if a.device.type == "tpu"]
         compare([a for a, _ in after], [e for _, e in after], "input after the call")
@@ -397,10 +423,59 @@ def _float64_grads(op: Any, sample64: tuple[Any, Any, Any], process: Any, seeds:
         return None
 
 
+OPMATH_NOTE = "matches PyTorch's opmath evaluation (float32 per op, rounded once, as CUDA computes)"
+
+
+def _opmath_copy(sample: Any) -> tuple[Any, Any, Any] | None:
+    """Fresh copies of a bfloat16/float16 sample for the opmath measure (None for other dtypes)."""
+    parts = (sample.input, sample.args, sample.kwargs)
+    if not any(t.dtype in opinfo_opmath.HALF for t in _tensors(parts)):
+        return None
+    return opinfo_opmath.fresh_copy(parts)
+
+
+def _matches_opmath_forward(op: Any, sample: tuple[Any, Any, Any] | None, actual: Any) -> bool:
+    if sample is None:
+        return False
+    inp, args, kwargs = sample
+    try:
+        with opinfo_opmath.OpmathMode():
+            torch.manual_seed(RUN_SEED)
+            reference = op(inp, *args, **kwargs)
+        compare(actual, reference, "output")
+    except Exception:  # noqa: BLE001  (no opmath answer, or another one: the mismatch stands)
+        return False
+    return True
+
+
+def _matches_opmath_grads(
+    op: Any, sample: tuple[Any, Any, Any] | None, process: Any, seeds: list[torch.Tensor], tpu_grads: Any
+) -> bool:
+    if sample is None:
+        return False
+    inp, args, kwargs = sample
+    leaves = [t for t in _tensors([inp, args, kwargs]) if t.requires_grad]
+    try:
+        with opinfo_opmath.OpmathMode():
+            torch.manual_seed(RUN_SEED)
+            outs = [t for t in _tensors(process(op(inp, *args, **kwargs))) if t.requires_grad and t.is_floating_point()]
+            if len(outs) != len(seeds) or len(leaves) != len(tpu_grads):
+                return False
+            grads = torch.autograd.grad(
+                outs, leaves, [s.to(o.dtype) for s, o in zip(seeds, outs, strict=True)], allow_unused=True
+            )
+        pairs = [(a, g) for a, g in zip(tpu_grads, grads, strict=True) if g is not None or a is not None]
+        compare([a for a, _ in pairs], [g for _, g in pairs], "grad")
+    except Exception:  # noqa: BLE001  (no opmath answer, or another one: the mismatch stands)
+        return False
+    return True
+
+
 def _backward(op: Any, sample: Any, fallbacks: dict[str, int], notes: list[str]) -> bool:
     """False when the sample has nothing to differentiate."""
     cpu_leaves = [t for t in _tensors([sample.input, sample.args, sample.kwargs]) if t.requires_grad]
     sample64 = tuple(to_float64(x) for x in (sample.input, sample.args, sample.kwargs))
+    sample_opmath = _opmath_copy(sample)
     tpu_input, tpu_args, tpu_kwargs = _move(op, sample)
     tpu_leaves = [t for t in _tensors([tpu_input, tpu_args, tpu_kwargs]) if t.requires_grad]
     if not cpu_leaves or len(cpu_leaves) != len(tpu_leaves):
@@ -441,12 +516,15 @@ def _backward(op: Any, sample: Any, fallbacks: dict[str, int], notes: list[str])
         if m.max_abs_diff is None:
             raise
         grads64 = _float64_grads(op, sample64, process, seeds)
-        if grads64 is None or len(grads64) != len(cpu_grads):
+        measure = None
+        if grads64 is not None and len(grads64) == len(cpu_grads):
+            refs = [r for r, e in zip(grads64, cpu_grads, strict=True) if e is not None]
+            measure = _float64_measure([a for a, _ in pairs], [e for _, e in pairs], refs)
+        if measure is None and _matches_opmath_grads(op, sample_opmath, process, seeds, tpu_grads):
+            measure = OPMATH_NOTE
+        if measure is None:
             raise
-        refs = [r for r, e in zip(grads64, cpu_grads, strict=True) if e is not None]
-        if not agrees_with_float64([a for a, _ in pairs], [e for _, e in pairs], refs):
-            raise
-        notes.append(f"agrees with float64: {m}")
+        notes.append(f"{measure}: {m}")
     return True
 
 
@@ -495,7 +573,8 @@ def run_check(op: Any, dtype: str, direction: str, samples: int) -> dict[str, An
         record["note"] = f"sample_inputs failed: {_first_line(err)}"
     record["fallback_ops"] = fallbacks
     if closer and mismatch is None and error is None:
-        record["cpu_differs"] = f"{len(closer)} sample(s) differ from CPU, right by another measure: {closer[0]}"
+        shown = next((n for n in closer if n.startswith("as accurate")), closer[0])  # the weaker measure if used
+        record["cpu_differs"] = f"{len(closer)} sample(s) differ from CPU, right by another measure: {shown}"
     if mismatch is not None:
         # op_db itself expects test_compare_cpu to fail on accelerators for these: reported apart, not as wrong.
         expected = note == "op_db expects test_compare_cpu to fail"
