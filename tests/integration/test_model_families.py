@@ -473,3 +473,57 @@ def test_hf_gpt2_autocast_bf16():
         tol={"rtol": 3e-2, "atol": 3e-2},
     )
     assert fallbacks == {}, fallbacks
+
+
+class _TokenRows(torch.utils.data.Dataset):
+    def __init__(self) -> None:
+        self.rows = torch.randint(0, 64, (32, 16), generator=torch.Generator().manual_seed(1))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.rows[i], "labels": self.rows[i]}
+
+
+def _hf_trainer_run(transformers, tmp_path, use_cpu: bool) -> tuple[list[float], dict[str, torch.Tensor], str]:
+    cfg = transformers.GPT2Config(
+        vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0
+    )
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / ("cpu" if use_cpu else "tpu")),
+        bf16=True,
+        use_cpu=use_cpu,
+        max_steps=4,
+        per_device_train_batch_size=8,
+        learning_rate=1e-3,
+        adam_epsilon=1e-5,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_TokenRows())
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    return losses, state, str(args.device)
+
+
+def test_hf_trainer_bf16(tmp_path):
+    """Hugging Face Trainer(bf16=True) picks the tpu by itself, trains with autocast, and matches the CPU run."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    torch_tpu.reset_op_counts()
+    tpu_losses, tpu_state, device = _hf_trainer_run(transformers, tmp_path, use_cpu=False)
+    fallbacks = dict(torch_tpu.metrics()["fallback_ops"])
+    cpu_losses, cpu_state, _ = _hf_trainer_run(transformers, tmp_path, use_cpu=True)
+    assert device.startswith("tpu"), device
+    assert len(tpu_losses) == 4
+    torch.testing.assert_close(tpu_losses, cpu_losses, rtol=3e-2, atol=3e-2)
+    for k in cpu_state:
+        _close(tpu_state[k], cpu_state[k], rtol=3e-2, atol=3e-2, what=k)
+    assert fallbacks == {}, fallbacks
