@@ -260,6 +260,14 @@ LoweringRule logical(const std::string& op) {
   return [op](OpContext& c) -> V { return {c.b.binary(op, as_pred(c, 0), as_pred(c, 1))}; };
 }
 
+// Integer division, fmod and remainder by zero: CPU PyTorch raises (the device check reports it at the next sync).
+void check_integer_divisor(OpContext& c, const Value& divisor) {
+  ElementType t = divisor.type.dtype;
+  if (is_floating(t) || is_complex(t) || t == ElementType::kPred) return;
+  c.check(c.b.compare(CompareDirection::kEq, divisor, c.b.constant(0, t, divisor.type.dims)), "ZeroDivisionError",
+          false);
+}
+
 // Python-style modulo: the result takes the divisor's sign.
 Value python_mod(HloBuilder& b, const Value& x, const Value& y) {
   Value r = b.binary("stablehlo.remainder", x, y);
@@ -306,6 +314,7 @@ V divide(OpContext& c, const std::string& mode) {
     return {to_result(c, q)};
   }
   auto [a, b] = operands(c, o.dtype);
+  check_integer_divisor(c, b);
   Value q = c.b.binary("stablehlo.divide", a, b);  // integer division truncates
   if (mode == "floor") {
     Value r = c.b.binary("stablehlo.remainder", a, b);
@@ -447,6 +456,7 @@ V reciprocal_rule(OpContext& c) {
 V remainder_rule(OpContext& c) {
   reject_bool(c, "remainder");
   auto [a, b] = operands(c, c.out(0).dtype);
+  check_integer_divisor(c, b);
   return {python_mod(c.b, a, b)};
 }
 
@@ -540,6 +550,7 @@ void add_elementwise_rules(Rows& rows) {
                   [](OpContext& c) -> V {
                     reject_bool(c, "fmod");
                     auto [a, b] = operands(c, c.out(0).dtype);
+                    check_integer_divisor(c, b);
                     return {c.b.binary("stablehlo.remainder", a, b)};
                   }});
   rows.push_back({{"remainder.Tensor", "remainder_.Tensor", "remainder.Scalar", "remainder_.Scalar",

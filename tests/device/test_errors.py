@@ -36,6 +36,53 @@ def test_unsupported_dtype():
         torch.empty(2, dtype=torch.float8_e4m3fn, device="tpu")
 
 
+@pytest.mark.parametrize(
+    "update",
+    [
+        lambda s, o: s.mul_(o),
+        lambda s, o: s.mul_(1.5),
+        lambda s, o: s.addcmul_(o, o),
+        lambda s, o: s.addcdiv_(o, o),
+        lambda s, o: s.add_(o),
+        lambda s, o: torch.mul(o, o, out=s),
+    ],
+    ids=["mul_", "mul_scalar", "addcmul_", "addcdiv_", "add_", "mul_out"],
+)
+@pytest.mark.parametrize("target", [torch.long, torch.bool])
+def test_unsafe_casts_into_written_tensors_raise_as_on_cpu(update, target):
+    """Some of PyTorch's meta kernels (mul_, addcmul_, addcdiv_) skip TensorIterator's cast check: tpu makes it."""
+    other = torch.randn(4) + 2
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type") as cpu_err:
+        update(torch.ones(4, dtype=target), other)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type") as tpu_err:
+        update(torch.ones(4, dtype=target, device="tpu"), other.to("tpu"))
+    assert str(tpu_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+    ok = torch.ones(4, dtype=torch.float, device="tpu")
+    assert torch.equal(update(ok, other.to("tpu")).cpu(), update(torch.ones(4), other))  # the safe direction works
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda a, b: torch.fmod(a, b),
+        lambda a, b: a % b,
+        lambda a, b: a // b,
+        lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+        lambda a, b: a.fmod(b[1].item()),
+        lambda a, b: a.clone().remainder_(b),
+    ],
+    ids=["fmod", "remainder", "floor_divide", "div_trunc", "fmod_scalar", "remainder_"],
+)
+def test_integer_division_by_zero_raises_as_on_cpu(op):
+    a, b = torch.tensor([5, -7, 9]), torch.tensor([2, 0, 3])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        op(a, b)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):  # reported at the sync in strict/fused modes
+        op(a.to("tpu"), b.to("tpu")).cpu()
+    nonzero = b + 1  # no zero: the same ops answer as on the CPU, and the process keeps working
+    assert torch.equal(op(a.to("tpu"), nonzero.to("tpu")).cpu(), op(a, nonzero))
+
+
 def test_process_keeps_working_after_errors():
     for _ in range(3):
         with pytest.raises(RuntimeError):
