@@ -3,7 +3,7 @@
 //   (torch.manual_seed, torch.tpu.manual_seed, generators) reproduces them exactly and matches CPU draws
 //   (device-side rng_bit_generator is the later fast path);
 // - ops whose result shape depends on the data (nonzero, masked_select, unique) need the values on the host anyway;
-//   bincount reads only its result's length and counts on the device.
+//   bincount and repeat_interleave read only their result's length and compute on the device.
 // Each run is counted in metrics()["host_ops"].
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -94,6 +94,27 @@ at::Tensor tpu_bincount(const at::Tensor& self, const std::optional<at::Tensor>&
   return out.index_add_(0, self, counts);
 }
 
+// repeat_interleave(repeats): index i repeated repeats[i] times. The result's length is the repeats' sum: given as
+// output_size nothing is read; otherwise one host read of their sum and minimum (CUDA reads the sum too). Element k
+// is then the number of running totals <= k (searchsorted, right side), on the device.
+at::Tensor tpu_repeat_interleave(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  int64_t total = 0;
+  if (output_size.has_value()) {
+    total = output_size->expect_int();
+  } else if (repeats.numel() > 0) {
+    at::Tensor stats = at::stack({repeats.sum(), repeats.min()}).to(at::kLong).cpu();
+    const int64_t* v = stats.const_data_ptr<int64_t>();
+    TORCH_CHECK(v[1] >= 0, "repeats can not be negative");
+    total = v[0];
+  }
+  at::Tensor running = repeats.cumsum(0, repeats.scalar_type());
+  at::Tensor positions = at::arange(total, repeats.options());
+  return at::searchsorted(running, positions, /*out_int32=*/repeats.scalar_type() == at::kInt, /*right=*/true);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -108,6 +129,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
   m.impl("native_dropout", TORCH_FN(tpu_native_dropout));
   m.impl("bincount", TORCH_FN(tpu_bincount));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(tpu_repeat_interleave));
 }
 
 }  // namespace torch_tpu

@@ -326,6 +326,26 @@ V histc_rule(OpContext& c) {
   return {r};
 }
 
+// hash_tensor(self, dim=[], keepdim=False, mode=0): the XOR of the elements' 64-bit patterns, as uint64 (floats as
+// float64, signed integers sign-extended to int64, unsigned ones and bools zero-extended), as CPU PyTorch hashes.
+V hash_tensor_rule(OpContext& c) {
+  const int64_t mode = c.has(3) ? c.integer(3) : 0;
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  Value x = c.tensor(0);
+  const ElementType t = x.type.dtype;
+  TORCH_CHECK_NOT_IMPLEMENTED(!is_complex(t), "\"xor_sum\" not implemented for complex tensors on tpu");
+  Value bits;
+  if (is_floating(t)) {
+    bits = c.b.op1("stablehlo.bitcast_convert", {c.b.convert(x, ElementType::kF64)}, {ElementType::kU64, x.type.dims});
+  } else if (is_signed_integer(t)) {
+    bits = c.b.op1("stablehlo.bitcast_convert", {c.b.convert(x, ElementType::kS64)}, {ElementType::kU64, x.type.dims});
+  } else {
+    bits = c.b.convert(x, ElementType::kU64);
+  }
+  Value r = c.b.reduce(bits, c.b.constant(0, ElementType::kU64), c.dims(1, x.type.rank()), "stablehlo.xor");
+  return {c.b.reshape(r, c.out(0).dims)};
+}
+
 }  // namespace
 
 void add_scan_rules(Rows& rows);  // scans.cpp
@@ -354,6 +374,7 @@ void add_reduction_rules(Rows& rows) {
   // norm(self, p?, dim, keepdim[, dtype]): the same arguments in the same places as linalg_vector_norm.
   rows.push_back({{"norm.ScalarOpt_dim", "norm.out", "norm.ScalarOpt_dim_dtype", "norm.dtype_out"}, vector_norm_rule});
   rows.push_back({{"histc", "histc.out"}, histc_rule});
+  rows.push_back({{"hash_tensor", "hash_tensor.out"}, hash_tensor_rule});
   rows.push_back({{"renorm", "renorm_", "renorm.out"}, renorm_rule});
 }
 

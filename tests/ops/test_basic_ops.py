@@ -167,3 +167,38 @@ def test_tril_triu_indices_on_device(fn) -> None:
         assert torch.equal(actual.cpu(), fn(*args))
     assert fn(4, 5, dtype=torch.int32, device="tpu").dtype == torch.int32
     assert not torch_tpu.metrics()["fallback_ops"]
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        torch.tensor([1.0, 2.0, -0.0, 1.5, float("nan"), float("inf")]),
+        torch.tensor([[-1, 5, 7], [3, -128, 0]], dtype=torch.int8),
+        torch.tensor([[255, 3], [1, 2]], dtype=torch.uint8),
+        torch.tensor([[True, False, True], [False, False, True]]),
+        torch.randn(3, 4, generator=g).bfloat16(),
+        torch.randn(3, 4, generator=g).half(),
+        torch.randn(3, 4, generator=g).double(),
+        torch.randint(-9, 9, (3, 4), generator=g),
+    ],
+    ids=["f32", "i8", "u8", "bool", "bf16", "f16", "f64", "i64"],
+)
+@pytest.mark.parametrize("kw", [{}, {"dim": -1}, {"dim": [0], "keepdim": True}], ids=["all", "last", "first_keep"])
+def test_hash_tensor_matches_cpu_bit_for_bit(x: torch.Tensor, kw: dict) -> None:
+    check(lambda t: torch.hash_tensor(t, **kw), x, grad=False)
+
+
+@pytest.mark.parametrize(
+    "repeats",
+    [[1, 0, 3, 2], [2, 2], [], [0, 0]],
+)
+@pytest.mark.parametrize("dtype", [torch.long, torch.int32])
+def test_repeat_interleave_with_tensor_repeats(repeats: list[int], dtype: torch.dtype) -> None:
+    r_ = torch.tensor(repeats, dtype=dtype)
+    check(lambda t: torch.repeat_interleave(t), r_, grad=False)
+    x = torch.randn(len(repeats), 3, generator=g)
+    check(lambda t, rr: torch.repeat_interleave(t, rr, dim=0), x, r_)
+    total = int(r_.sum())
+    check(lambda t, rr: torch.repeat_interleave(t, rr, dim=0, output_size=total), x, r_)
+    with pytest.raises(RuntimeError, match="repeats can not be negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], dtype=dtype, device="tpu"))
