@@ -29,8 +29,18 @@ def _multi_margin_loss_backward(
     return torch.empty_like(self, memory_format=torch.contiguous_format)
 
 
+def _multilabel_margin_loss_backward(
+    grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor, reduction: int, is_target: torch.Tensor
+) -> torch.Tensor:
+    return torch.empty_like(self, memory_format=torch.contiguous_format)
+
+
 def _register() -> None:
-    for name, fn in (("_logcumsumexp", _logcumsumexp), ("multi_margin_loss_backward", _multi_margin_loss_backward)):
+    for name, fn in (
+        ("_logcumsumexp", _logcumsumexp),
+        ("multi_margin_loss_backward", _multi_margin_loss_backward),
+        ("multilabel_margin_loss_backward", _multilabel_margin_loss_backward),
+    ):
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "Meta"):
             _LIB.impl(name, fn, "Meta")
 

@@ -1,4 +1,5 @@
-// Neural-network ops: softmax family, losses, layer norm, dropout backward, cdist/pdist, multi_margin_loss.
+// Neural-network ops: softmax family, losses, layer norm, dropout backward, cdist/pdist, multi_margin_loss,
+// multilabel_margin_loss.
 // Half-precision inputs are computed in f32 and converted back, as PyTorch's CPU kernels accumulate in float.
 #include <algorithm>
 #include <cmath>
@@ -554,6 +555,91 @@ V multi_margin_backward_rule(OpContext& c) {
   return {b.convert(b.reshape(grad, o.dims), o.dtype)};
 }
 
+// ---- multilabel_margin_loss ----
+
+// Each row's targets are its target entries before the first -1; a class listed twice counts twice, as in CPU's
+// loops. `count` [N, C]: how often each class is listed; `hinge` [N, C, C]: max(0, 1 - x[c] + x[d]) for a listed c
+// and an unlisted d (0 elsewhere).
+struct MultilabelParts {
+  Value x, count, listed, hinge_on;  // hinge_on: 1 - x[c] + x[d] > 0 where it counts
+  Value z;                           // 1 - x[c] + x[d], [N, C, C]
+  int64_t n, classes;
+};
+
+// Args from `si`: self, target.
+MultilabelParts multilabel_parts(OpContext& c, size_t si, ElementType t) {
+  HloBuilder& b = c.b;
+  MultilabelParts m;
+  Value x = b.convert(c.tensor(si), t);
+  m.classes = x.type.rank() == 0 ? 1 : x.type.dims.back();
+  m.n = x.type.numel() / std::max<int64_t>(m.classes, 1);
+  m.x = b.reshape(x, {m.n, m.classes});
+  c.check_range(c.tensor(si + 1), -1, m.classes, "argument #2 'target' is out of range", std::nullopt, false);
+  const std::vector<int64_t> nc{m.n, m.classes}, ncc{m.n, m.classes, m.classes};
+  Value y = b.reshape(b.convert(c.tensor(si + 1), ElementType::kS64), nc);
+  Value stop = b.convert(b.compare(CompareDirection::kLt, y, b.constant(0, ElementType::kS64, nc)), ElementType::kS64);
+  Value valid = b.compare(CompareDirection::kEq, prefix_reduce(b, stop, 1, "stablehlo.add", 0),
+                          b.constant(0, ElementType::kS64, nc));
+  // hot[n, j, c]: entry j of row n lists class c.
+  Value hot = b.binary("stablehlo.and",
+                       b.compare(CompareDirection::kEq, b.broadcast_in_dim(y, ncc, {0, 1}),
+                                 b.iota({ElementType::kS64, ncc}, 2)),
+                       b.broadcast_in_dim(valid, ncc, {0, 1}));
+  m.count = reduce_sum(b, b.convert(hot, t), {1});
+  m.listed = b.compare(CompareDirection::kGt, m.count, k(b, 0, m.count));
+  // z[n, c, d] = 1 - x[c] + x[d], counted for listed c and unlisted d.
+  m.z = add(b, sub(b, k(b, 1, b.broadcast_in_dim(m.x, ncc, {0, 1})), b.broadcast_in_dim(m.x, ncc, {0, 1})),
+            b.broadcast_in_dim(m.x, ncc, {0, 2}));
+  Value counts = b.binary("stablehlo.and", b.broadcast_in_dim(m.listed, ncc, {0, 1}),
+                          b.unary("stablehlo.not", b.broadcast_in_dim(m.listed, ncc, {0, 2})));
+  m.hinge_on = b.binary("stablehlo.and", counts, b.compare(CompareDirection::kGt, m.z, k(b, 0, m.z)));
+  return m;
+}
+
+// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target)
+V multilabel_margin_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  MultilabelParts m = multilabel_parts(c, 0, t);
+  const std::vector<int64_t> ncc{m.n, m.classes, m.classes};
+  Value weighted = mul(b, b.select(m.hinge_on, m.z, k(b, 0, m.z)), b.broadcast_in_dim(m.count, ncc, {0, 1}));
+  Value loss = reduce_sum(b, weighted, {1, 2});  // [N]
+  loss = div(b, loss, k(b, static_cast<double>(m.classes), loss));
+  int64_t reduction = c.integer(2);
+  Value out;
+  if (reduction == kNone) {
+    out = b.reshape(loss, o.dims);
+  } else {
+    out = reduce_sum(b, loss, {0});
+    if (reduction == kMean) out = div(b, out, k(b, static_cast<double>(m.n), out));
+  }
+  TensorType it = c.out(1);
+  Value is_target = b.reshape(b.convert(m.listed, it.dtype), it.dims);
+  return {b.convert(out, o.dtype), is_target};
+}
+
+// multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target)
+V multilabel_margin_backward_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  MultilabelParts m = multilabel_parts(c, 1, t);
+  const std::vector<int64_t> nc{m.n, m.classes}, ncc{m.n, m.classes, m.classes};
+  double scale = 1.0 / static_cast<double>(m.classes);
+  int64_t reduction = c.integer(3);
+  if (reduction == kMean) scale /= static_cast<double>(m.n);
+  Value g = b.convert(c.tensor(0), t);
+  g = reduction == kNone ? b.reshape(g, {m.n}) : b.broadcast_to(b.reshape(g, {}), {m.n});
+  g = mul(b, g, k(b, scale, g));
+  // Each counted pair (c, d) adds count[c] * g to d's gradient and takes it from c's.
+  Value w = b.select(m.hinge_on, b.broadcast_in_dim(m.count, ncc, {0, 1}), k(b, 0, m.z));
+  Value to_d = reduce_sum(b, w, {1});    // [N, C] over c
+  Value from_c = reduce_sum(b, w, {2});  // [N, C] over d
+  Value grad = mul(b, sub(b, to_d, from_c), b.broadcast_in_dim(g, nc, {0}));
+  return {b.convert(b.reshape(grad, o.dims), o.dtype)};
+}
+
 // ---- pdist ----
 
 // The condensed (upper-triangle, row by row) vector `v` of an n x n symmetric matrix with zero diagonal, expanded.
@@ -636,6 +722,15 @@ void add_nn_rules(Rows& rows) {
   rows.push_back({{"multi_margin_loss", "multi_margin_loss.out"}, multi_margin_rule});
   rows.push_back({{"multi_margin_loss_backward", "multi_margin_loss_backward.grad_input"}, multi_margin_backward_rule});
   rows.push_back({{"_cdist_backward", "_cdist_backward.out"}, cdist_backward_rule});
+  // One sample (a 1-D input) with reduction='none': CPU returns a 0-d loss where PyTorch's decomposition, which
+  // stands in for the meta kernel, says [1]; that call stays on the CPU so the shape is CPU's.
+  ArgumentFilter batched_or_reduced = [](const std::vector<c10::IValue>& args) {
+    return args.size() < 3 || !args[0].isTensor() || args[0].toTensor().dim() > 1 || args[2].toInt() != kNone;
+  };
+  rows.push_back({{"multilabel_margin_loss_forward", "multilabel_margin_loss_forward.output"}, multilabel_margin_rule,
+                  nullptr, batched_or_reduced});
+  rows.push_back({{"multilabel_margin_loss_backward", "multilabel_margin_loss_backward.grad_input"},
+                  multilabel_margin_backward_rule});
 }
 
 }  // namespace torch_tpu

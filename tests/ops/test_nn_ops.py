@@ -393,3 +393,19 @@ def test_batch_norm_overloads_update_running_stats(name):
         torch.testing.assert_close(a.cpu(), e)
     torch.testing.assert_close(rm_tpu.cpu(), rm_cpu)
     torch.testing.assert_close(rv_tpu.cpu(), rv_cpu)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multilabel_margin_loss(reduction: str) -> None:
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(3))
+    # A -1 ends each row's targets; a class listed twice counts twice; the entries after -1 are ignored.
+    y = torch.tensor([[3, 0, -1, 1, 1], [2, 2, -1, 4, 4], [0, 1, 2, 3, 4], [-1, 0, 0, 0, 0]])
+    check(lambda a, t: F.multilabel_margin_loss(a, t, reduction=reduction), x, y)
+    # One sample, 1-D: with reduction='none' CPU's loss is 0-d where PyTorch's meta says [1]; that call falls back.
+    one_sample_fallback = ["aten::multilabel_margin_loss_forward"] if reduction == "none" else []
+    check(
+        lambda a, t: F.multilabel_margin_loss(a, t, reduction=reduction), x[0], y[0], allow_fallback=one_sample_fallback
+    )
+    check(lambda a, t: torch.ops.aten.multilabel_margin_loss_forward(a, t, 1)[1], x, y, grad=False)  # is_target
+    with pytest.raises(RuntimeError, match="'target' is out of range"):
+        F.multilabel_margin_loss(x.to("tpu"), torch.full((4, 5), 5).to("tpu")).cpu()
