@@ -3,9 +3,10 @@
 //   (torch.manual_seed, torch.tpu.manual_seed, generators) reproduces them exactly and matches CPU draws
 //   (device-side rng_bit_generator is the later fast path);
 // - ops whose result shape depends on the data (nonzero, masked_select, unique) need the values on the host anyway;
-//   bincount and repeat_interleave read only their result's length and compute on the device.
+//   bincount, repeat_interleave and histogram read only their result's length or range and compute on the device.
 // Each run is counted in metrics()["host_ops"].
 #include <ATen/ATen.h>
+#include <cmath>
 #include <torch/library.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -115,6 +116,65 @@ at::Tensor tpu_repeat_interleave(const at::Tensor& repeats, std::optional<c10::S
   return at::searchsorted(running, positions, /*out_int32=*/repeats.scalar_type() == at::kInt, /*right=*/true);
 }
 
+// histogram with explicit edges: element x falls in the last bin whose left edge is <= x (the rightmost edge closes
+// the last bin); elements outside [edges[0], edges[-1]] and NaN are not counted. That is what CPU's linear search
+// with local correction computes, here as one searchsorted and one scatter-add on the device.
+std::tuple<at::Tensor, at::Tensor> tpu_histogram_bins_tensor(const at::Tensor& self, const at::Tensor& bins,
+                                                             const std::optional<at::Tensor>& weight, bool density) {
+  TORCH_CHECK(bins.dim() == 1, "torch.histogram(): bins tensor should have one dimension, but got ", bins.dim(),
+              " dimensions in the bins tensor");
+  TORCH_CHECK(bins.numel() > 0, "torch.histogram(): bins tensor should have at least 1 element, but got ",
+              bins.numel(), " elements in the bins tensor");
+  TORCH_CHECK(self.scalar_type() == bins.scalar_type(), "torch.histogram: input tensor and bins tensors should",
+              " have the same dtype, but got input ", self.scalar_type(), " and bins ", bins.scalar_type());
+  bool weighted = weight.has_value() && weight->defined();
+  if (weighted) {
+    TORCH_CHECK(weight->sizes() == self.sizes(), "torch.histogram: if weight tensor is provided it should have",
+                " the same shape as the input tensor excluding its innermost dimension");
+  }
+  const int64_t n_bins = bins.numel() - 1;
+  at::Tensor hist = at::zeros({std::max<int64_t>(n_bins, 0)}, self.options());
+  if (n_bins <= 0 || self.numel() == 0) return {hist, bins.clone()};
+  at::Tensor x = self.reshape({-1});
+  at::Tensor first = bins.select(0, 0), last = bins.select(0, n_bins);
+  at::Tensor inside = x.ge(first).logical_and(x.le(last));
+  at::Tensor bin = at::searchsorted(bins, x, /*out_int32=*/false, /*right=*/true).sub(1).clamp(0, n_bins - 1);
+  at::Tensor counts = weighted ? weight->reshape({-1}).to(self.scalar_type()) : at::ones_like(x);
+  hist.index_add_(0, bin, counts.mul(inside.to(self.scalar_type())));
+  if (density) {
+    hist = hist.div(hist.sum()).div(bins.diff());
+  }
+  return {hist, bins.clone()};
+}
+
+// histogram with a bin count: the edges span range, or the input's min and max (one host read, as CPU and CUDA
+// read them), widened by 0.5 each way when they are equal; [0, 1] for an empty input.
+std::tuple<at::Tensor, at::Tensor> tpu_histogram_bin_ct(const at::Tensor& self, int64_t bins,
+                                                        std::optional<at::ArrayRef<double>> range,
+                                                        const std::optional<at::Tensor>& weight, bool density) {
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  double left = 0, right = 1;
+  if (range.has_value() && !range->empty()) {
+    TORCH_CHECK(range->size() == 2, "torch.histogram(): range should have 2 elements, but got ", range->size());
+    left = (*range)[0];
+    right = (*range)[1];
+  } else if (self.numel() > 0) {
+    at::Tensor extremes = at::stack({self.min(), self.max()}).to(at::kDouble).cpu();
+    left = extremes.const_data_ptr<double>()[0];
+    right = extremes.const_data_ptr<double>()[1];
+  }
+  TORCH_CHECK(left <= right, "torch.histogramdd: min should not exceed max, but got min ", left, " max ", right,
+              " for dimension 0");
+  TORCH_CHECK(std::isfinite(left) && std::isfinite(right), "torch.histogramdd: dimension 0's range [", left, ", ",
+              right, "] is not finite");
+  if (left == right) {
+    left -= 0.5;
+    right += 0.5;
+  }
+  at::Tensor edges = at::linspace(left, right, bins + 1, self.options());
+  return tpu_histogram_bins_tensor(self, edges, weight, density);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -130,6 +190,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(tpu_native_dropout));
   m.impl("bincount", TORCH_FN(tpu_bincount));
   m.impl("repeat_interleave.Tensor", TORCH_FN(tpu_repeat_interleave));
+  m.impl("histogram.bins_tensor", TORCH_FN(tpu_histogram_bins_tensor));
+  m.impl("histogram.bin_ct", TORCH_FN(tpu_histogram_bin_ct));
 }
 
 }  // namespace torch_tpu

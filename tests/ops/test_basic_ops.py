@@ -202,3 +202,38 @@ def test_repeat_interleave_with_tensor_repeats(repeats: list[int], dtype: torch.
     check(lambda t, rr: torch.repeat_interleave(t, rr, dim=0, output_size=total), x, r_)
     with pytest.raises(RuntimeError, match="repeats can not be negative"):
         torch.repeat_interleave(torch.tensor([1, -1], dtype=dtype, device="tpu"))
+
+
+_HIST_CASES = [
+    (torch.ones(3), {"bins": 4}),  # equal min and max: edges widened by 0.5
+    (torch.tensor([]), {"bins": 3}),  # empty: [0, 1]
+    (torch.tensor([0.0, 1, 2, 3, float("nan"), 10]), {"bins": 3, "range": (0.0, 3.0)}),  # NaN and outside: not counted
+    (torch.tensor([0.0, 1, 2, 3]), {"bins": torch.tensor([0.0, 1.5, 3.0])}),
+    (torch.tensor([[1.0, 2.0], [3, 4]]), {"bins": 2, "weight": torch.tensor([[1.0, 2.0], [3, 4]]), "density": True}),
+    (torch.randn(1000, generator=g), {"bins": 17}),
+    (torch.randn(1000, generator=g).double(), {"bins": 10, "density": True}),
+    (torch.arange(10.0), {"bins": 10}),  # elements on the edges, the last one on the rightmost
+]
+
+
+@pytest.mark.parametrize(("x", "kw"), _HIST_CASES)
+def test_histogram(x: torch.Tensor, kw: dict) -> None:
+    tensors = {k: v for k, v in kw.items() if isinstance(v, torch.Tensor)}
+    numbers = {k: v for k, v in kw.items() if not isinstance(v, torch.Tensor)}
+    names = list(tensors)
+    check(
+        lambda t, *ts: tuple(torch.histogram(t, **dict(zip(names, ts, strict=True)), **numbers)),
+        x,
+        *tensors.values(),
+        grad=False,
+    )
+
+
+def test_histogram_range_errors() -> None:
+    x = torch.tensor([1.0, float("inf")], device="tpu")
+    with pytest.raises(RuntimeError, match="is not finite"):
+        torch.histogram(x, bins=3)
+    with pytest.raises(RuntimeError, match="min should not exceed max"):
+        torch.histogram(x, bins=3, range=(2.0, 1.0))
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        torch.histogram(x, bins=0)
