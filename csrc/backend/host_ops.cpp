@@ -116,63 +116,134 @@ at::Tensor tpu_repeat_interleave(const at::Tensor& repeats, std::optional<c10::S
   return at::searchsorted(running, positions, /*out_int32=*/repeats.scalar_type() == at::kInt, /*right=*/true);
 }
 
-// histogram with explicit edges: element x falls in the last bin whose left edge is <= x (the rightmost edge closes
-// the last bin); elements outside [edges[0], edges[-1]] and NaN are not counted. That is what CPU's linear search
-// with local correction computes, here as one searchsorted and one scatter-add on the device.
-std::tuple<at::Tensor, at::Tensor> tpu_histogram_bins_tensor(const at::Tensor& self, const at::Tensor& bins,
-                                                             const std::optional<at::Tensor>& weight, bool density) {
-  TORCH_CHECK(bins.dim() == 1, "torch.histogram(): bins tensor should have one dimension, but got ", bins.dim(),
-              " dimensions in the bins tensor");
-  TORCH_CHECK(bins.numel() > 0, "torch.histogram(): bins tensor should have at least 1 element, but got ",
-              bins.numel(), " elements in the bins tensor");
-  TORCH_CHECK(self.scalar_type() == bins.scalar_type(), "torch.histogram: input tensor and bins tensors should",
-              " have the same dtype, but got input ", self.scalar_type(), " and bins ", bins.scalar_type());
-  bool weighted = weight.has_value() && weight->defined();
-  if (weighted) {
-    TORCH_CHECK(weight->sizes() == self.sizes(), "torch.histogram: if weight tensor is provided it should have",
-                " the same shape as the input tensor excluding its innermost dimension");
+// Histograms over D-dimensional points (a 1-D histogram is D = 1). A point falls, per dimension, in the last bin
+// whose left edge is <= its coordinate (the rightmost edge closes the last bin); points outside the edges or with a
+// NaN coordinate are not counted. That is what CPU's linear search with local correction computes, here as one
+// searchsorted per dimension and one scatter-add on the device.
+at::Tensor histogram_from_edges(const at::Tensor& self, at::TensorList edges, const std::optional<at::Tensor>& weight,
+                                bool density) {
+  const int64_t dims = static_cast<int64_t>(edges.size());
+  std::vector<int64_t> shape;
+  for (const at::Tensor& e : edges) {
+    TORCH_CHECK(e.dim() == 1, "torch.histogramdd(): bins tensor should have one dimension, but got ", e.dim(),
+                " dimensions in the bins tensor");
+    TORCH_CHECK(e.numel() > 0, "torch.histogramdd(): bins tensor should have at least 1 element, but got ",
+                e.numel(), " elements in the bins tensor");
+    TORCH_CHECK(e.scalar_type() == self.scalar_type(), "torch.histogramdd: input tensor and bins tensors should",
+                " have the same dtype, but got input ", self.scalar_type(), " and bins ", e.scalar_type());
+    shape.push_back(e.numel() - 1);
   }
-  const int64_t n_bins = bins.numel() - 1;
-  at::Tensor hist = at::zeros({std::max<int64_t>(n_bins, 0)}, self.options());
-  if (n_bins <= 0 || self.numel() == 0) return {hist, bins.clone()};
-  at::Tensor x = self.reshape({-1});
-  at::Tensor first = bins.select(0, 0), last = bins.select(0, n_bins);
-  at::Tensor inside = x.ge(first).logical_and(x.le(last));
-  at::Tensor bin = at::searchsorted(bins, x, /*out_int32=*/false, /*right=*/true).sub(1).clamp(0, n_bins - 1);
-  at::Tensor counts = weighted ? weight->reshape({-1}).to(self.scalar_type()) : at::ones_like(x);
-  hist.index_add_(0, bin, counts.mul(inside.to(self.scalar_type())));
+  const bool weighted = weight.has_value() && weight->defined();
+  at::Tensor hist = at::zeros(shape, self.options());
+  const int64_t cells = hist.numel();
+  at::Tensor points = self.reshape({-1, dims});
+  if (cells == 0 || points.size(0) == 0) return hist;
+  at::Tensor inside = at::ones({points.size(0)}, self.options().dtype(at::kBool));
+  at::Tensor flat = at::zeros({points.size(0)}, self.options().dtype(at::kLong));
+  for (int64_t d = 0; d < dims; ++d) {
+    const at::Tensor& e = edges[d];
+    at::Tensor x = points.select(1, d).contiguous();
+    inside = inside.logical_and(x.ge(e.select(0, 0))).logical_and(x.le(e.select(0, shape[d])));
+    at::Tensor bin = at::searchsorted(e, x, /*out_int32=*/false, /*right=*/true).sub(1).clamp(0, shape[d] - 1);
+    flat = flat.mul(shape[d]).add(bin);
+  }
+  at::Tensor counts = weighted ? weight->reshape({-1}).to(self.scalar_type()) : at::ones({points.size(0)}, self.options());
+  hist = hist.reshape({cells}).index_add(0, flat, counts.mul(inside.to(self.scalar_type()))).reshape(shape);
   if (density) {
-    hist = hist.div(hist.sum()).div(bins.diff());
+    hist = hist.div(hist.sum());
+    for (int64_t d = 0; d < dims; ++d) {
+      std::vector<int64_t> along(static_cast<size_t>(dims), 1);
+      along[d] = shape[d];
+      hist = hist.div(edges[d].diff().reshape(along));
+    }
   }
-  return {hist, bins.clone()};
+  return hist;
 }
 
-// histogram with a bin count: the edges span range, or the input's min and max (one host read, as CPU and CUDA
-// read them), widened by 0.5 each way when they are equal; [0, 1] for an empty input.
+// Edges from a bin count per dimension: spanning range, or the points' min and max per dimension (one host read, as
+// CPU and CUDA read them), widened by 0.5 each way where they are equal; [0, 1] for no points.
+std::vector<at::Tensor> histogram_edges(const at::Tensor& self, at::IntArrayRef bins,
+                                        std::optional<at::ArrayRef<double>> range) {
+  const int64_t dims = static_cast<int64_t>(bins.size());
+  std::vector<double> left(bins.size(), 0.0), right(bins.size(), 1.0);
+  if (range.has_value() && !range->empty()) {
+    TORCH_CHECK(static_cast<int64_t>(range->size()) == 2 * dims, "torch.histogramdd: for a ", dims,
+                "-dimensional histogram range should have ", 2 * dims, " elements, but got ", range->size());
+    for (int64_t d = 0; d < dims; ++d) {
+      left[d] = (*range)[2 * d];
+      right[d] = (*range)[2 * d + 1];
+    }
+  } else if (self.numel() > 0) {
+    at::Tensor points = self.reshape({-1, dims});
+    at::Tensor extremes = at::stack({std::get<0>(points.min(0)), std::get<0>(points.max(0))}).to(at::kDouble).cpu();
+    const double* v = extremes.const_data_ptr<double>();
+    for (int64_t d = 0; d < dims; ++d) {
+      left[d] = v[d];
+      right[d] = v[dims + d];
+    }
+  }
+  std::vector<at::Tensor> edges;
+  for (int64_t d = 0; d < dims; ++d) {
+    TORCH_CHECK(bins[d] > 0, "torch.histogramdd(): bins must be > 0, but got ", bins[d], " for dimension ", d);
+    TORCH_CHECK(left[d] <= right[d], "torch.histogramdd: min should not exceed max, but got min ", left[d], " max ",
+                right[d], " for dimension ", d);
+    TORCH_CHECK(std::isfinite(left[d]) && std::isfinite(right[d]), "torch.histogramdd: dimension ", d,
+                "'s range [", left[d], ", ", right[d], "] is not finite");
+    if (left[d] == right[d]) {
+      left[d] -= 0.5;
+      right[d] += 0.5;
+    }
+    edges.push_back(at::linspace(left[d], right[d], bins[d] + 1, self.options()));
+  }
+  return edges;
+}
+
+// histogramdd takes points as the innermost dimension of an input of at least 2 dimensions; histogram flattens.
+void check_points(const at::Tensor& self, int64_t dims, const std::optional<at::Tensor>& weight, bool dd) {
+  if (dd) {
+    TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions");
+    TORCH_CHECK(self.size(-1) == dims,
+                "histogramdd: The size of bins must be equal to the innermost dimension of the input.");
+  }
+  if (weight.has_value() && weight->defined()) {
+    bool same = dd ? weight->sizes() == self.sizes().slice(0, self.dim() - 1) : weight->sizes() == self.sizes();
+    TORCH_CHECK(same, "torch.histogramdd: if weight tensor is provided it should have the same shape as the input",
+                " tensor excluding its innermost dimension");
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> tpu_histogram_bins_tensor(const at::Tensor& self, const at::Tensor& bins,
+                                                             const std::optional<at::Tensor>& weight, bool density) {
+  check_points(self, 1, weight, false);
+  return {histogram_from_edges(self, {bins}, weight, density), bins.clone()};
+}
+
 std::tuple<at::Tensor, at::Tensor> tpu_histogram_bin_ct(const at::Tensor& self, int64_t bins,
                                                         std::optional<at::ArrayRef<double>> range,
                                                         const std::optional<at::Tensor>& weight, bool density) {
-  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
-  double left = 0, right = 1;
-  if (range.has_value() && !range->empty()) {
-    TORCH_CHECK(range->size() == 2, "torch.histogram(): range should have 2 elements, but got ", range->size());
-    left = (*range)[0];
-    right = (*range)[1];
-  } else if (self.numel() > 0) {
-    at::Tensor extremes = at::stack({self.min(), self.max()}).to(at::kDouble).cpu();
-    left = extremes.const_data_ptr<double>()[0];
-    right = extremes.const_data_ptr<double>()[1];
-  }
-  TORCH_CHECK(left <= right, "torch.histogramdd: min should not exceed max, but got min ", left, " max ", right,
-              " for dimension 0");
-  TORCH_CHECK(std::isfinite(left) && std::isfinite(right), "torch.histogramdd: dimension 0's range [", left, ", ",
-              right, "] is not finite");
-  if (left == right) {
-    left -= 0.5;
-    right += 0.5;
-  }
-  at::Tensor edges = at::linspace(left, right, bins + 1, self.options());
-  return tpu_histogram_bins_tensor(self, edges, weight, density);
+  check_points(self, 1, weight, false);
+  std::vector<at::Tensor> edges = histogram_edges(self, {bins}, range);
+  return {histogram_from_edges(self, edges, weight, density), edges[0]};
+}
+
+std::vector<at::Tensor> tpu_histogramdd_bin_edges(const at::Tensor& self, at::IntArrayRef bins,
+                                                  std::optional<at::ArrayRef<double>> range,
+                                                  const std::optional<at::Tensor>& weight, bool density) {
+  check_points(self, static_cast<int64_t>(bins.size()), weight, true);
+  return histogram_edges(self, bins, range);
+}
+
+at::Tensor tpu_histogramdd_from_bin_cts(const at::Tensor& self, at::IntArrayRef bins,
+                                        std::optional<at::ArrayRef<double>> range,
+                                        const std::optional<at::Tensor>& weight, bool density) {
+  check_points(self, static_cast<int64_t>(bins.size()), weight, true);
+  return histogram_from_edges(self, histogram_edges(self, bins, range), weight, density);
+}
+
+at::Tensor tpu_histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList bins,
+                                            const std::optional<at::Tensor>& weight, bool density) {
+  check_points(self, static_cast<int64_t>(bins.size()), weight, true);
+  return histogram_from_edges(self, bins, weight, density);
 }
 
 }  // namespace
@@ -192,6 +263,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("repeat_interleave.Tensor", TORCH_FN(tpu_repeat_interleave));
   m.impl("histogram.bins_tensor", TORCH_FN(tpu_histogram_bins_tensor));
   m.impl("histogram.bin_ct", TORCH_FN(tpu_histogram_bin_ct));
+  m.impl("_histogramdd_bin_edges", TORCH_FN(tpu_histogramdd_bin_edges));
+  m.impl("_histogramdd_from_bin_cts", TORCH_FN(tpu_histogramdd_from_bin_cts));
+  m.impl("_histogramdd_from_bin_tensors", TORCH_FN(tpu_histogramdd_from_bin_tensors));
 }
 
 }  // namespace torch_tpu

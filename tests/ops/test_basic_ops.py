@@ -237,3 +237,35 @@ def test_histogram_range_errors() -> None:
         torch.histogram(x, bins=3, range=(2.0, 1.0))
     with pytest.raises(RuntimeError, match="bins must be > 0"):
         torch.histogram(x, bins=0)
+
+
+_HISTDD_CASES = [
+    (torch.tensor([[0.0, 1.0], [1.0, 1.0], [2.0, 3.0]]), {"bins": [2, 2]}),
+    (
+        torch.tensor([[0.0, 1.0], [1.0, 1.0], [2.0, 3.0]]),
+        {"bins": [2, 3], "range": [0.0, 2.0, 0.0, 3.0], "density": True},
+    ),
+    (torch.empty(0, 2), {"bins": [2, 2]}),
+    (torch.randn(5, 4, 3, generator=g), {"bins": [3, 4, 2], "weight": torch.rand(5, 4, generator=g)}),
+]
+
+
+@pytest.mark.parametrize(("x", "kw"), _HISTDD_CASES)
+def test_histogramdd(x: torch.Tensor, kw: dict) -> None:
+    weight = kw.get("weight")
+    numbers = {k: v for k, v in kw.items() if k != "weight"}
+    if weight is None:
+        check(
+            lambda t: (torch.histogramdd(t, **numbers).hist, *torch.histogramdd(t, **numbers).bin_edges), x, grad=False
+        )
+    else:
+        check(lambda t, w: torch.histogramdd(t, weight=w, **numbers).hist, x, weight, grad=False)
+
+
+def test_histogramdd_with_edge_tensors_and_errors() -> None:
+    edges = [torch.tensor([-1.0, 0.0, 1.0]), torch.tensor([-2.0, 2.0])]
+    check(lambda t, a, b: torch.histogramdd(t, bins=[a, b]).hist, torch.randn(7, 2, generator=g), *edges, grad=False)
+    with pytest.raises(RuntimeError, match="size of bins must be equal to the innermost dimension"):
+        torch.histogramdd(torch.randn(3, 2, device="tpu"), bins=[2])
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.histogramdd(torch.randn(5, device="tpu"), bins=[3])
