@@ -254,7 +254,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
         "normal.Tensor_float_out", "normal.float_Tensor_out", "normal.Tensor_Tensor_out", "bernoulli_.float",
         "bernoulli_.Tensor", "bernoulli", "bernoulli.p", "bernoulli.out", "random_", "random_.from", "random_.to",
         "exponential_", "geometric_", "log_normal_", "cauchy_", "multinomial", "multinomial.out",
-        "randperm.generator_out", "nonzero", "nonzero.out", "masked_select", "masked_select.out", "_unique2",
+        "randperm.generator_out", "nonzero", "nonzero.out", "masked_select", "masked_select.out", "_unique", "_unique2",
         "unique_consecutive", "unique_dim"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_host_op>());
   }

@@ -184,6 +184,13 @@ Value HloBuilder::constant(double value, ElementType dtype, const std::vector<in
   return op1("stablehlo.constant", {}, t, "value = dense<" + scalar_literal(value, dtype) + "> : " + t.str());
 }
 
+Value HloBuilder::constant_values(const std::vector<double>& values, ElementType dtype) {
+  TensorType t{dtype, {static_cast<int64_t>(values.size())}};
+  std::string text = "value = dense<[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + scalar_literal(values[i], dtype);
+  return op1("stablehlo.constant", {}, t, text + "]> : " + t.str());
+}
+
 Value HloBuilder::convert(const Value& v, ElementType dtype) {
   if (v.type.dtype == dtype) return v;
   // Float -> narrow integer goes through s64 so out-of-range values wrap as a C cast does on the CPU, instead of

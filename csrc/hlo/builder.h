@@ -60,6 +60,8 @@ class HloBuilder {
 
   // Common ops.
   Value constant(double value, ElementType dtype, const std::vector<int64_t>& dims = {});
+  // A 1-D constant holding `values` (real element types).
+  Value constant_values(const std::vector<double>& values, ElementType dtype);
   Value convert(const Value& v, ElementType dtype);
   Value reshape(const Value& v, const std::vector<int64_t>& dims);
   Value broadcast_in_dim(const Value& v, const std::vector<int64_t>& dims, const std::vector<int64_t>& mapping);

@@ -293,6 +293,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_amp_rules(rows);
     add_rnn_rules(rows);
     add_spatial_rules(rows);
+    add_upsample_aa_rules(rows);
     add_pooling_rules(rows);
     add_grid_sample_rules(rows);
     add_embedding_bag_rules(rows);

@@ -125,6 +125,7 @@ void add_indexing_rules(std::vector<LoweringRow>& rows);
 void add_conv_rules(std::vector<LoweringRow>& rows);
 void add_batch_norm_rules(std::vector<LoweringRow>& rows);
 void add_spatial_rules(std::vector<LoweringRow>& rows);
+void add_upsample_aa_rules(std::vector<LoweringRow>& rows);
 void add_pooling_rules(std::vector<LoweringRow>& rows);
 void add_grid_sample_rules(std::vector<LoweringRow>& rows);    // grid_sample.cpp
 void add_embedding_bag_rules(std::vector<LoweringRow>& rows);  // embedding_bag.cpp

@@ -40,7 +40,8 @@ void test_add_program(const Client& client, CompileCache& cache) {
   Value x = b.arg(t);
   Value y = b.arg(t);
   Value two = b.constant(2.0, ElementType::kF32, {4});
-  Value sum = b.binary("stablehlo.add", b.binary("stablehlo.multiply", x, two), y);
+  Value offsets = b.constant_values({0.5, -1.0, 0.0, 3.0}, ElementType::kF32);
+  Value sum = b.binary("stablehlo.add", b.binary("stablehlo.add", b.binary("stablehlo.multiply", x, two), y), offsets);
   Value total = b.reduce(sum, b.constant(0.0, ElementType::kF32), {0}, "stablehlo.add");
   std::string text = b.build({sum, total});
 
@@ -57,8 +58,8 @@ void test_add_program(const Client& client, CompileCache& cache) {
   float sum_out = 0;
   r.outputs[0]->to_host(out.data(), sizeof(float) * 4);
   r.outputs[1]->to_host(&sum_out, sizeof(float));
-  expect(out == std::vector<float>({12, 24, 36, 48}), "elementwise program values");
-  expect(sum_out == 120.0f, "reduce program value");
+  expect(out == std::vector<float>({12.5f, 23, 36, 51}), "elementwise program values (splat and dense constants)");
+  expect(sum_out == 122.5f, "reduce program value");
 }
 
 void test_malformed_program(CompileCache& cache) {

@@ -408,3 +408,30 @@ def test_uint8_images_interpolate_like_cpu(mode):
     x = torch.randint(0, 256, (1, 3, 9, 7), dtype=torch.uint8, generator=torch.Generator().manual_seed(13))
     expected = F.interpolate(x, size=(13, 5), mode=mode)
     torch.testing.assert_close(F.interpolate(x.to("tpu"), size=(13, 5), mode=mode).cpu(), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize(
+    ("shape", "kw"),
+    [
+        ((2, 3, 17, 13), {"size": (5, 7)}),  # downscaling: windows wider than the plain taps
+        ((1, 2, 8, 8), {"size": (16, 3), "align_corners": True}),
+        ((1, 1, 9, 12), {"scale_factor": (0.5, 0.3)}),
+        ((2, 2, 10, 10), {"size": (10, 10)}),
+    ],
+)
+def test_antialiased_resize(mode: str, shape: tuple, kw: dict) -> None:
+    """F.interpolate(antialias=True), as torchvision's resize(antialias=True) calls it, forward and backward."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(7))
+    check(lambda t: F.interpolate(t, mode=mode, antialias=True, **kw), x)
+
+
+def test_antialiased_resize_bfloat16() -> None:
+    """CPU has no bfloat16 kernel for it (CUDA has): compare with CPU's float32 answer rounded once."""
+    x = torch.randn(2, 3, 20, 16, generator=torch.Generator().manual_seed(8)).bfloat16()
+    torch_tpu.reset_op_counts()
+    got = F.interpolate(x.to("tpu"), size=(7, 5), mode="bilinear", antialias=True).cpu()
+    want = F.interpolate(x.float(), size=(7, 5), mode="bilinear", antialias=True).bfloat16()
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, rtol=0, atol=0.02)
+    assert not torch_tpu.metrics()["fallback_ops"]
