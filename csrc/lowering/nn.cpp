@@ -485,21 +485,29 @@ V cdist_backward_rule(OpContext& c) {
 
 // ---- multi_margin_loss ----
 
+// A loss input of one sample (C) or a batch (N, C) as (N, C) in the compute type.
+struct Rows2d {
+  Value x;
+  int64_t n, classes;
+};
+Rows2d as_rows(HloBuilder& b, const Value& input, ElementType t) {
+  Value x = b.convert(input, t);
+  int64_t classes = x.type.rank() == 0 ? 1 : x.type.dims.back();
+  int64_t n = x.type.numel() / std::max<int64_t>(classes, 1);
+  return {b.reshape(x, {n, classes}), n, classes};
+}
+
 // What forward and backward share: x as (N, C) in the compute type, the one-hot of each target, the margin terms
 // z = margin - x[y] + x[i] (0 at the target itself, where PyTorch skips the class), and each sample's weight.
-struct MarginParts {
-  Value x, hot, z, w;
-  int64_t n, classes;
+struct MarginParts : Rows2d {
+  Value hot, z, w;
 };
 
 // Args from `si`: self, target, p, margin, weight?, reduction.
 MarginParts margin_parts(OpContext& c, size_t si, ElementType t) {
   HloBuilder& b = c.b;
   MarginParts m;
-  Value x = b.convert(c.tensor(si), t);
-  m.classes = x.type.rank() == 0 ? 1 : x.type.dims.back();
-  m.n = x.type.numel() / std::max<int64_t>(m.classes, 1);
-  m.x = b.reshape(x, {m.n, m.classes});
+  static_cast<Rows2d&>(m) = as_rows(b, c.tensor(si), t);
   c.check_index_range(si + 1, 0, m.classes, "target out of range");
   Value y = b.reshape(b.convert(c.tensor(si + 1), ElementType::kS64), {m.n});
   std::vector<int64_t> nc{m.n, m.classes};
@@ -560,20 +568,16 @@ V multi_margin_backward_rule(OpContext& c) {
 // Each row's targets are its target entries before the first -1; a class listed twice counts twice, as in CPU's
 // loops. `count` [N, C]: how often each class is listed; `hinge` [N, C, C]: max(0, 1 - x[c] + x[d]) for a listed c
 // and an unlisted d (0 elsewhere).
-struct MultilabelParts {
-  Value x, count, listed, hinge_on;  // hinge_on: 1 - x[c] + x[d] > 0 where it counts
-  Value z;                           // 1 - x[c] + x[d], [N, C, C]
-  int64_t n, classes;
+struct MultilabelParts : Rows2d {
+  Value count, listed, hinge_on;  // hinge_on: 1 - x[c] + x[d] > 0 where it counts
+  Value z;                        // 1 - x[c] + x[d], [N, C, C]
 };
 
 // Args from `si`: self, target.
 MultilabelParts multilabel_parts(OpContext& c, size_t si, ElementType t) {
   HloBuilder& b = c.b;
   MultilabelParts m;
-  Value x = b.convert(c.tensor(si), t);
-  m.classes = x.type.rank() == 0 ? 1 : x.type.dims.back();
-  m.n = x.type.numel() / std::max<int64_t>(m.classes, 1);
-  m.x = b.reshape(x, {m.n, m.classes});
+  static_cast<Rows2d&>(m) = as_rows(b, c.tensor(si), t);
   c.check_range(c.tensor(si + 1), -1, m.classes, "argument #2 'target' is out of range", std::nullopt, false);
   const std::vector<int64_t> nc{m.n, m.classes}, ncc{m.n, m.classes, m.classes};
   Value y = b.reshape(b.convert(c.tensor(si + 1), ElementType::kS64), nc);

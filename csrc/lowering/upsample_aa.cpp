@@ -84,25 +84,16 @@ std::pair<Value, Value> aa_matrices(OpContext& c, Filter filter, const AaArgs& a
   return {matrix(a.in[2], a.out[2], a.scale_h, true), matrix(a.in[3], a.out[3], a.scale_w, false)};
 }
 
-LoweringRule aa_rule(Filter filter) {
-  return [filter](OpContext& c) -> V {
-    AaArgs a = aa_args(c, false);
+// The forward contracts width then height with the matrices; the backward, height then width with their transposes.
+LoweringRule aa_rule(Filter filter, bool backward) {
+  return [filter, backward](OpContext& c) -> V {
+    AaArgs a = aa_args(c, backward);
     ElementType t = opmath_type(c.out(0).dtype);
     auto [wh, ww] = aa_matrices(c, filter, a, t);
     Value x = c.b.convert(c.tensor(0), t);
-    Value y = contract_dim(c.b, contract_dim(c.b, x, ww, 3), wh, 2);
-    return {to_result(c, y)};
-  };
-}
-
-LoweringRule aa_backward_rule(Filter filter) {
-  return [filter](OpContext& c) -> V {
-    AaArgs a = aa_args(c, true);
-    ElementType t = opmath_type(c.out(0).dtype);
-    auto [wh, ww] = aa_matrices(c, filter, a, t);
-    Value g = c.b.convert(c.tensor(0), t);
-    Value gx = contract_dim(c.b, contract_dim(c.b, g, c.b.transpose(wh, {1, 0}), 2), c.b.transpose(ww, {1, 0}), 3);
-    return {to_result(c, gx)};
+    if (backward) return {to_result(c, contract_dim(c.b, contract_dim(c.b, x, c.b.transpose(wh, {1, 0}), 2),
+                                                    c.b.transpose(ww, {1, 0}), 3))};
+    return {to_result(c, contract_dim(c.b, contract_dim(c.b, x, ww, 3), wh, 2))};
   };
 }
 
@@ -114,14 +105,14 @@ bool floating_input(const std::vector<c10::IValue>& args) {
 }  // namespace
 
 void add_upsample_aa_rules(Rows& rows) {
-  rows.push_back({{"_upsample_bilinear2d_aa", "_upsample_bilinear2d_aa.out"}, aa_rule(Filter::kBilinear), nullptr,
+  rows.push_back({{"_upsample_bilinear2d_aa", "_upsample_bilinear2d_aa.out"}, aa_rule(Filter::kBilinear, false), nullptr,
                   floating_input});
   rows.push_back({{"_upsample_bilinear2d_aa_backward", "_upsample_bilinear2d_aa_backward.grad_input"},
-                  aa_backward_rule(Filter::kBilinear)});
-  rows.push_back({{"_upsample_bicubic2d_aa", "_upsample_bicubic2d_aa.out"}, aa_rule(Filter::kBicubic), nullptr,
+                  aa_rule(Filter::kBilinear, true)});
+  rows.push_back({{"_upsample_bicubic2d_aa", "_upsample_bicubic2d_aa.out"}, aa_rule(Filter::kBicubic, false), nullptr,
                   floating_input});
   rows.push_back({{"_upsample_bicubic2d_aa_backward", "_upsample_bicubic2d_aa_backward.grad_input"},
-                  aa_backward_rule(Filter::kBicubic)});
+                  aa_rule(Filter::kBicubic, true)});
 }
 
 }  // namespace torch_tpu
