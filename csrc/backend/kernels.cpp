@@ -76,11 +76,8 @@ void resize_storage_bytes(c10::Storage storage, size_t new_nbytes) {
   int64_t keep = std::min<int64_t>(old_nbytes, static_cast<int64_t>(new_nbytes));
   Value prefix = b.slice(bytes, {0}, {keep});
   Value grown = keep < static_cast<int64_t>(new_nbytes)
-                    ? b.op1("stablehlo.pad", {prefix, b.constant(0, ElementType::kU8)},
-                            {ElementType::kU8, {static_cast<int64_t>(new_nbytes)}},
-                            "edge_padding_low = array<i64: 0>, edge_padding_high = array<i64: " +
-                                std::to_string(static_cast<int64_t>(new_nbytes) - keep) +
-                                ">, interior_padding = array<i64: 0>")
+                    ? b.pad(prefix, b.constant(0, ElementType::kU8), {0},
+                            {static_cast<int64_t>(new_nbytes) - keep}, {0})
                     : prefix;
   at::Tensor view = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
   view.unsafeGetTensorImpl()->set_storage_keep_dtype(storage);

@@ -387,20 +387,15 @@ namespace {
 // TensorIterator refuses to write a pointwise result into a tensor its common dtype cannot be cast to
 // (long.mul_(float), an out= of bool for float operands); some of PyTorch's meta kernels (mul_, addcmul_,
 // addcdiv_) skip that check, so it is made here, with CPU's message.
-void check_safe_cast_to_outputs(const std::string& name, const c10::FunctionSchema& schema,
+void check_safe_cast_to_outputs(const LoweringRow& row, const c10::FunctionSchema& schema,
                                 const std::vector<c10::IValue>& args) {
-  const std::vector<size_t>* operands = promoting_operands_of(name.rfind("aten::", 0) == 0 ? name.substr(6) : name);
+  const std::vector<size_t>* operands = promoting_operands_of(row);
   if (operands == nullptr) return;
-  at::native::ResultTypeState state = {};
+  std::vector<const c10::IValue*> promoting;
   for (size_t i : *operands) {
-    if (i >= args.size()) continue;
-    if (args[i].isTensor() && args[i].toTensor().defined()) {
-      state = at::native::update_result_type_state(args[i].toTensor(), state);
-    } else if (args[i].isScalar()) {
-      state = at::native::update_result_type_state(args[i].toScalar(), state);
-    }
+    if (i < args.size()) promoting.push_back(&args[i]);
   }
-  const c10::ScalarType common = at::native::result_type(state);
+  const c10::ScalarType common = result_type_of(promoting);
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
     if (alias == nullptr || !alias->isWrite() || !args[i].isTensor()) continue;
@@ -461,7 +456,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (!cached) {
     runtime_counters().meta_calls++;
-    check_safe_cast_to_outputs(name, schema, args);  // depends only on what the key holds: checked before caching
+    check_safe_cast_to_outputs(*row, schema, args);  // depends only on what the key holds: checked before caching
     torch::jit::Stack meta_stack;
     for (const auto& a : args) meta_stack.push_back(map_tensors(a, to_meta));
     try {

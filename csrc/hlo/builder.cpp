@@ -184,6 +184,18 @@ Value HloBuilder::constant(double value, ElementType dtype, const std::vector<in
   return op1("stablehlo.constant", {}, t, "value = dense<" + scalar_literal(value, dtype) + "> : " + t.str());
 }
 
+Value HloBuilder::pad(const Value& v, const Value& fill, const std::vector<int64_t>& low,
+                       const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
+  TensorType t = v.type;
+  for (int64_t i = 0; i < t.rank(); ++i) {
+    int64_t n = t.dims[i];
+    t.dims[i] = low[i] + high[i] + n + (n > 0 ? (n - 1) * interior[i] : 0);
+  }
+  return op1("stablehlo.pad", {v, fill}, t,
+             "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
+                 ", interior_padding = " + i64_array(interior));
+}
+
 Value HloBuilder::constant_values(const std::vector<double>& values, ElementType dtype) {
   TensorType t{dtype, {static_cast<int64_t>(values.size())}};
   std::string text = "value = dense<[";

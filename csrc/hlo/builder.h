@@ -71,6 +71,9 @@ class HloBuilder {
   Value slice(const Value& v, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
               const std::vector<int64_t>& strides = {});
   Value concatenate(const std::vector<Value>& values, int64_t dim);
+  // `v` padded with the 0-d `fill`: `low`/`high` elements before/after each dim, `interior` between its elements.
+  Value pad(const Value& v, const Value& fill, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
+            const std::vector<int64_t>& interior);
   Value iota(const TensorType& type, int64_t dim);
   Value unary(const std::string& name, const Value& v);
   Value binary(const std::string& name, const Value& a, const Value& b);

@@ -92,11 +92,6 @@ const std::unordered_map<std::string, std::vector<size_t>>& promoting_operands()
   return table;
 }
 
-std::unordered_map<std::string, std::vector<size_t>>& operands_by_overload() {
-  static std::unordered_map<std::string, std::vector<size_t>> by_overload;
-  return by_overload;
-}
-
 }  // namespace
 
 void compute_in_common_dtype(std::vector<LoweringRow>& rows) {
@@ -106,16 +101,18 @@ void compute_in_common_dtype(std::vector<LoweringRow>& rows) {
       auto it = table.find(name);
       if (it == table.end()) continue;
       row.rule = in_common_dtype(row.rule, it->second);
-      for (const std::string& overload : row.names) operands_by_overload()[overload] = it->second;
       break;
     }
   }
 }
 
-const std::vector<size_t>* promoting_operands_of(const std::string& overload) {
-  const auto& by_overload = operands_by_overload();
-  auto it = by_overload.find(overload);
-  return it == by_overload.end() ? nullptr : &it->second;
+const std::vector<size_t>* promoting_operands_of(const LoweringRow& row) {
+  const auto& table = promoting_operands();
+  for (const std::string& name : row.names) {
+    auto it = table.find(name);
+    if (it != table.end()) return &it->second;
+  }
+  return nullptr;
 }
 
 }  // namespace torch_tpu

@@ -4,7 +4,6 @@
 // rows of those ops are wrapped to see that dtype and convert at the end.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "lowering/op_context.h"
@@ -14,8 +13,8 @@ namespace torch_tpu {
 // Wraps the rows of the pointwise ops whose operands promote together (e.g. add/mul/atan2/addcmul/where).
 void compute_in_common_dtype(std::vector<LoweringRow>& rows);
 
-// The arguments that take part in type promotion for any overload of those ops ("mul_.Tensor", "add.out"), or
-// nullptr. Filled by compute_in_common_dtype.
-const std::vector<size_t>* promoting_operands_of(const std::string& overload);
+// The arguments that take part in type promotion for the overloads of `row` when it is one of those ops; else
+// nullptr.
+const std::vector<size_t>* promoting_operands_of(const LoweringRow& row);
 
 }  // namespace torch_tpu

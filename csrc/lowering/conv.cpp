@@ -297,17 +297,6 @@ Ints full_rank(const Ints& spatial, int64_t rank, int64_t fill) {
   return out;
 }
 
-Value pad(HloBuilder& b, const Value& v, const Value& fill, const Ints& lo, const Ints& hi, const Ints& interior) {
-  TensorType t = v.type;
-  for (int64_t i = 0; i < t.rank(); ++i) {
-    int64_t n = t.dims[i];
-    t.dims[i] = lo[i] + hi[i] + n + (n > 0 ? (n - 1) * interior[i] : 0);
-  }
-  return b.op1("stablehlo.pad", {v, fill}, t,
-               "edge_padding_low = " + i64_array(lo) + ", edge_padding_high = " + i64_array(hi) +
-                   ", interior_padding = " + i64_array(interior));
-}
-
 // Padding that lays the pooling windows over the input: `padding` before, and after it whatever makes exactly
 // `out` windows (more than `padding` in ceil mode, possibly negative when trailing input is never read).
 std::pair<Ints, Ints> pool_edges(const Pool& p, const Ints& in_dims, const Ints& out_dims) {
@@ -358,8 +347,8 @@ LoweringRule max_pool_rule(size_t nd) {
     ElementType t = x.type.dtype;
     const double far = 4.611686018427387904e18;  // 2^62: a position no real element has
     Value low = c.b.constant(lowest(t), t), none = c.b.constant(far, ElementType::kS64);
-    Value xv = pad(c.b, x, low, lo, hi, interior);
-    Value xi = pad(c.b, spatial_positions(c.b, x.type.dims, nd), none, lo, hi, interior);
+    Value xv = c.b.pad(x, low, lo, hi, interior);
+    Value xi = c.b.pad(spatial_positions(c.b, x.type.dims, nd), none, lo, hi, interior);
     std::string body = max_with_index_region(c.b, t);
     return reduce_window(c.b, {xv, xi}, {low, none}, p, out_dims, p.stride, body);
   };
@@ -385,7 +374,7 @@ Value avg_divisors(HloBuilder& b, const Pool& p, const Ints& in_spatial, const I
     lo.push_back(include_pad ? 0 : p.padding[i]);
     hi.push_back(include_pad ? hi_edge[i] - p.padding[i] : hi_edge[i]);
   }
-  Value ones = pad(b, b.constant(1, t, core), b.constant(0, t), lo, hi, interior);
+  Value ones = b.pad(b.constant(1, t, core), b.constant(0, t), lo, hi, interior);
   return window_sum(b, ones, p, out_spatial, p.stride);
 }
 
@@ -416,7 +405,7 @@ LoweringRule avg_pool_rule(size_t nd) {
     Value x = c.b.convert(c.tensor(0), t);
     Pool p = pool_params(c, 1, nd, false);
     auto [lo, hi] = pool_edges(p, x.type.dims, o.dims);
-    Value padded = pad(c.b, x, c.b.constant(0, t), lo, hi, Ints(lo.size(), 0));
+    Value padded = c.b.pad(x, c.b.constant(0, t), lo, hi, Ints(lo.size(), 0));
     Value sum = window_sum(c.b, padded, p, o.dims, p.stride);
     Value avg = c.b.binary("stablehlo.divide", sum, avg_pool_divisor(c, p, 4, x.type.dims, o.dims, hi, t));
     return {c.b.convert(avg, o.dtype)};
@@ -442,7 +431,7 @@ LoweringRule avg_pool_backward_rule(size_t nd) {
       bhi[d] = x.type.dims[d] + p.padding[i] - 1 - (g.type.dims[d] - 1) * p.stride[i];
       interior[d] = p.stride[i] - 1;
     }
-    Value spread = pad(c.b, scaled, c.b.constant(0, g.type.dtype), blo, bhi, interior);
+    Value spread = c.b.pad(scaled, c.b.constant(0, g.type.dtype), blo, bhi, interior);
     return {c.b.convert(window_sum(c.b, spread, p, x.type.dims, repeat(nd, 1)), g0.type.dtype)};
   };
 }

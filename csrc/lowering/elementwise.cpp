@@ -86,17 +86,6 @@ bool is_bool_arg(const c10::IValue& v) {
   return v.isTensor() ? v.toTensor().scalar_type() == at::kBool : v.isBool();
 }
 
-at::ScalarType result_type_of(const c10::IValue& a, const c10::IValue& b) {
-  at::native::ResultTypeState state = {};
-  for (const c10::IValue* v : {&a, &b}) {
-    if (v->isTensor()) {
-      state = at::native::update_result_type_state(v->toTensor(), state);
-    } else if (v->isScalar()) {
-      state = at::native::update_result_type_state(v->toScalar(), state);
-    }
-  }
-  return at::native::result_type(state);
-}
 
 // add/sub/rsub: PyTorch's sub_check and alpha_check, before the meta kernel (which words them differently).
 ArgumentPrep add_checks(bool subtract) {
@@ -112,7 +101,7 @@ ArgumentPrep add_checks(bool subtract) {
     }
     if (args.size() < 3 || !args[2].isScalar()) return;
     c10::Scalar alpha = args[2].toScalar();
-    at::ScalarType t = result_type_of(args[0], args[1]);
+    at::ScalarType t = result_type_of({&args[0], &args[1]});
     TORCH_CHECK(!alpha.isBoolean() || t == at::kBool, "Boolean alpha only supported for Boolean results.");
     TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t) || alpha.isIntegral(true),
                 "For integral input tensors, argument alpha must not be a floating point number.");

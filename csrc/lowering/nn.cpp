@@ -654,9 +654,7 @@ Value symmetric_from_condensed(HloBuilder& b, const Value& v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     int64_t len = n - 1 - i;
     Value row = len > 0 ? b.slice(v, {off}, {off + len}) : b.constant(0, v.type.dtype, {0});
-    row = b.op1("stablehlo.pad", {row, zero}, {v.type.dtype, {n}},
-                "edge_padding_low = array<i64: " + std::to_string(i + 1) + ">, edge_padding_high = array<i64: 0>, "
-                "interior_padding = array<i64: 0>");
+    row = b.pad(row, zero, {i + 1}, {0}, {0});
     rows.push_back(b.reshape(row, {1, n}));
     off += len;
   }

@@ -35,17 +35,22 @@ ElementType element_type_of(c10::ScalarType type) {
   TORCH_CHECK_TYPE(false, "tpu does not support dtype ", type);
 }
 
-ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indices) {
+c10::ScalarType result_type_of(const std::vector<const c10::IValue*>& values) {
   at::native::ResultTypeState state = {};
-  for (size_t i : indices) {
-    const c10::IValue& v = c.inspect(i);
-    if (v.isTensor()) {
-      state = at::native::update_result_type_state(v.toTensor(), state);
-    } else if (v.isScalar()) {
-      state = at::native::update_result_type_state(v.toScalar(), state);
+  for (const c10::IValue* v : values) {
+    if (v->isTensor() && v->toTensor().defined()) {
+      state = at::native::update_result_type_state(v->toTensor(), state);
+    } else if (v->isScalar()) {
+      state = at::native::update_result_type_state(v->toScalar(), state);
     }
   }
-  return element_type_of(at::native::result_type(state));
+  return at::native::result_type(state);
+}
+
+ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indices) {
+  std::vector<const c10::IValue*> values;
+  for (size_t i : indices) values.push_back(&c.inspect(i));
+  return element_type_of(result_type_of(values));
 }
 
 double OpContext::scalar(size_t i) const {
@@ -147,24 +152,13 @@ Value full(HloBuilder& b, double value, const TensorType& type) { return b.const
 
 namespace {
 
-// Float sums of more than this many terms are taken in two stages (see reduce_sum).
+// Float sums of more than this many terms are taken in stages (see reduce_sum).
 constexpr int64_t kPlainSumLimit = 64;
 // Terms per partial sum of the first stage.
 constexpr int64_t kStageTerms = 32;
 
 Value plain_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims) {
   return b.reduce(v, b.constant(0, v.type.dtype), dims, "stablehlo.add");
-}
-
-// `v` with dimension `d` padded with zeros at its end to `size`.
-Value pad_dim_with_zeros(HloBuilder& b, const Value& v, int64_t d, int64_t size) {
-  TensorType t = v.type;
-  std::vector<int64_t> low(t.dims.size(), 0), high(t.dims.size(), 0), interior(t.dims.size(), 0);
-  high[d] = size - t.dims[d];
-  t.dims[d] = size;
-  return b.op1("stablehlo.pad", {v, b.constant(0, v.type.dtype)}, t,
-               "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
-                   ", interior_padding = " + i64_array(interior));
 }
 
 // The divisor of n closest to `want` within [want / 2, 2 want], or 0.
@@ -180,18 +174,17 @@ int64_t divisor_near(int64_t n, int64_t want) {
 }  // namespace
 
 // XLA-CPU adds the terms of a reduction one after another, so the rounding error of a float32 sum grows with the
-// number of terms (measured: 13x CPU PyTorch's on 18k terms). PyTorch's CPU kernels sum in a cascade. Large float
-// sums are therefore taken in two stages of about sqrt(n) terms each: the innermost reduced dimensions (splitting one
-// of them, zero-padded if it has no suitable divisor) first, then the rest, which recurses.
+// number of terms (measured: 29-33x CPU PyTorch's over several dims of 16k-18k terms). PyTorch's CPU kernels sum in a
+// cascade. Large float sums are therefore taken in stages: about kStageTerms terms of the innermost reduced dimensions
+// (splitting one of them, zero-padded if it has no suitable divisor) first, then the rest, which recurses.
 Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims) {
   const ElementType t = v.type.dtype;
   int64_t terms = 1;
   for (int64_t d : dims) terms *= v.type.dims[d];
   if (!is_floating(t) || is_complex(t) || terms <= kPlainSumLimit) return plain_sum(b, v, dims);
-  const int64_t target = kStageTerms;
   std::vector<int64_t> sorted = dims;
   std::sort(sorted.begin(), sorted.end());
-  // Walk the reduced dimensions from the innermost, moving them to the first stage while it stays near `target`.
+  // Walk the reduced dimensions from the innermost, moving them to the first stage while it stays near kStageTerms.
   std::vector<int64_t> first_stage;  // dimensions of `x` (after any split) reduced in the first stage
   std::vector<int64_t> second_stage;  // dimensions of `x` reduced in the second
   Value x = v;
@@ -200,20 +193,22 @@ Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims
   while (i > 0) {
     const int64_t d = sorted[i - 1];
     const int64_t size = x.type.dims[d];
-    if (inner * size <= 2 * target) {
+    if (inner * size <= 2 * kStageTerms) {
       first_stage.push_back(d);
       inner *= size;
       --i;
       continue;
     }
-    const int64_t want = std::max<int64_t>(target / inner, 1);
+    const int64_t want = std::max<int64_t>(kStageTerms / inner, 1);
     if (want >= 2) {  // split `d` into (size / f, f): the f part joins the first stage
       int64_t f = divisor_near(size, want);
       int64_t padded = size;
       if (f == 0) {
         f = want;
         padded = (size + f - 1) / f * f;
-        x = pad_dim_with_zeros(b, x, d, padded);
+        std::vector<int64_t> zero(x.type.dims.size(), 0), high(x.type.dims.size(), 0);
+        high[d] = padded - size;
+        x = b.pad(x, b.constant(0, t), zero, high, zero);
       }
       std::vector<int64_t> shape = x.type.dims;
       shape[d] = padded / f;

@@ -92,6 +92,8 @@ class OpContext {
   std::vector<int64_t> dims(size_t i, int64_t rank) const;
 };
 
+// at::result_type over `values` (defined tensors and numbers; anything else is skipped).
+c10::ScalarType result_type_of(const std::vector<const c10::IValue*>& values);
 // at::result_type over arguments `indices` of `c` (tensors and numbers), for OpContext::promoted overrides.
 ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indices);
 

@@ -125,17 +125,6 @@ Patches patches(OpContext& c, size_t first) {  // kernel_size, dilation, padding
   return {c.ints(first), c.ints(first + 1), c.ints(first + 2), c.ints(first + 3)};
 }
 
-Value pad_op(HloBuilder& b, const Value& v, const Value& fill, const Ints& lo, const Ints& hi, const Ints& interior) {
-  TensorType t = v.type;
-  for (int64_t i = 0; i < t.rank(); ++i) {
-    int64_t n = t.dims[i];
-    t.dims[i] = lo[i] + hi[i] + n + (n > 0 ? (n - 1) * interior[i] : 0);
-  }
-  return b.op1("stablehlo.pad", {v, fill}, t,
-               "edge_padding_low = " + i64_array(lo) + ", edge_padding_high = " + i64_array(hi) +
-                   ", interior_padding = " + i64_array(interior));
-}
-
 // im2col(self, kernel_size, dilation, padding, stride): (N, C, H, W) -> (N, C*kh*kw, L), one strided slice of the
 // padded input per kernel offset (exact: no arithmetic).
 V im2col_rule(OpContext& c) {
@@ -148,7 +137,7 @@ V im2col_rule(OpContext& c) {
   int64_t n = x.type.dims[0], ch = x.type.dims[1], h = x.type.dims[2], w = x.type.dims[3];
   int64_t oh = p.blocks(0, h), ow = p.blocks(1, w);
   if (o.numel() == 0 || oh <= 0 || ow <= 0) return {zeros(b, o)};
-  Value xp = pad_op(b, x, b.constant(0, x.type.dtype), {0, 0, p.padding[0], p.padding[1]},
+  Value xp = b.pad(x, b.constant(0, x.type.dtype), {0, 0, p.padding[0], p.padding[1]},
                     {0, 0, p.padding[0], p.padding[1]}, {0, 0, 0, 0});
   V parts;
   for (int64_t i = 0; i < p.kernel[0]; ++i) {
@@ -187,7 +176,7 @@ V col2im_rule(OpContext& c) {
       int64_t k = i * p.kernel[1] + j, y0 = i * p.dilation[0], x0 = j * p.dilation[1];
       Value piece = b.reshape(b.slice(blocks, {0, 0, k, 0, 0}, {n, ch, k + 1, oh, ow}), {n, ch, oh, ow});
       int64_t hy = hp - (y0 + (oh - 1) * p.stride[0] + 1), hx = wp - (x0 + (ow - 1) * p.stride[1] + 1);
-      Value spread = pad_op(b, piece, zero, {0, 0, y0, x0}, {0, 0, hy, hx}, {0, 0, p.stride[0] - 1, p.stride[1] - 1});
+      Value spread = b.pad(piece, zero, {0, 0, y0, x0}, {0, 0, hy, hx}, {0, 0, p.stride[0] - 1, p.stride[1] - 1});
       acc = b.binary("stablehlo.add", acc, spread);
     }
   }
@@ -222,7 +211,7 @@ V unfold_backward_rule(OpContext& c) {
     low[d] = j;
     interior[d] = step - 1;
     high[d] = in[d] - (j + (nw - 1) * step + 1);
-    acc = b.binary("stablehlo.add", acc, pad_op(b, piece, zero, low, high, interior));
+    acc = b.binary("stablehlo.add", acc, b.pad(piece, zero, low, high, interior));
   }
   return {to_result(c, acc)};
 }

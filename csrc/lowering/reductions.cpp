@@ -334,14 +334,11 @@ V hash_tensor_rule(OpContext& c) {
   Value x = c.tensor(0);
   const ElementType t = x.type.dtype;
   TORCH_CHECK_NOT_IMPLEMENTED(!is_complex(t), "\"xor_sum\" not implemented for complex tensors on tpu");
-  Value bits;
-  if (is_floating(t)) {
-    bits = c.b.op1("stablehlo.bitcast_convert", {c.b.convert(x, ElementType::kF64)}, {ElementType::kU64, x.type.dims});
-  } else if (is_signed_integer(t)) {
-    bits = c.b.op1("stablehlo.bitcast_convert", {c.b.convert(x, ElementType::kS64)}, {ElementType::kU64, x.type.dims});
-  } else {
-    bits = c.b.convert(x, ElementType::kU64);
-  }
+  const bool reinterpret = is_floating(t) || is_signed_integer(t);  // widened to 64 bits first, then its bits
+  Value bits = reinterpret ? c.b.op1("stablehlo.bitcast_convert",
+                                     {c.b.convert(x, is_floating(t) ? ElementType::kF64 : ElementType::kS64)},
+                                     {ElementType::kU64, x.type.dims})
+                           : c.b.convert(x, ElementType::kU64);
   Value r = c.b.reduce(bits, c.b.constant(0, ElementType::kU64), c.dims(1, x.type.rank()), "stablehlo.xor");
   return {c.b.reshape(r, c.out(0).dims)};
 }

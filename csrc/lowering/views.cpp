@@ -87,13 +87,7 @@ std::optional<Box> box_of(const ViewSpec& v, const DenseLayout& d, int64_t stora
 // the storage (the padding is never selected).
 Value box_segment(HloBuilder& b, const Value& storage, const ViewSpec& v, const Box& box) {
   const int64_t missing = v.offset + box.length - storage.type.dims[0];
-  Value padded = storage;
-  if (missing > 0) {
-    padded = b.op1("stablehlo.pad", {storage, b.constant(0, storage.type.dtype)},
-                   {storage.type.dtype, {storage.type.dims[0] + missing}},
-                   "edge_padding_low = array<i64: 0>, edge_padding_high = " + i64_array({missing}) +
-                       ", interior_padding = array<i64: 0>");
-  }
+  Value padded = missing > 0 ? b.pad(storage, b.constant(0, storage.type.dtype), {0}, {missing}, {0}) : storage;
   return b.reshape(b.slice(padded, {v.offset}, {v.offset + box.length}), box.dims);
 }
 
@@ -161,12 +155,7 @@ Value read_view(HloBuilder& b, const Value& storage, const ViewSpec& v) {
     std::vector<int64_t> sorted_sizes;
     for (int64_t i : d.order) sorted_sizes.push_back(v.sizes[i]);
     Value sorted = b.reshape(flat, sorted_sizes);
-    // Permute from outermost-first order back to view order of the kept dims.
-    std::vector<int64_t> perm;
-    for (int64_t dim : d.kept) {
-      perm.push_back(std::find(d.order.begin(), d.order.end(), dim) - d.order.begin());
-    }
-    Value kept = b.transpose(sorted, perm);
+    Value kept = b.transpose(sorted, to_view_order(d));
     return b.broadcast_in_dim(kept, v.sizes, d.kept);
   }
   if (std::optional<Box> box = box_of(v, d, storage.type.dims[0])) return read_box(b, storage, v, d, *box);
@@ -187,13 +176,7 @@ Value write_view(HloBuilder& b, const Value& storage, const Value& update, const
     std::vector<int64_t> kept_sizes;
     for (int64_t i : d.kept) kept_sizes.push_back(v.sizes[i]);
     Value u = b.reshape(update, kept_sizes);
-    if (d.order != d.kept) {
-      std::vector<int64_t> perm;
-      for (int64_t dim : d.order) {
-        perm.push_back(std::find(d.kept.begin(), d.kept.end(), dim) - d.kept.begin());
-      }
-      u = b.transpose(u, perm);
-    }
+    if (d.order != d.kept) u = b.transpose(u, to_storage_order(d));
     Value flat = b.reshape(u, {n});
     if (v.offset == 0 && n == total) return flat;
     Value start = b.constant(static_cast<double>(v.offset), ElementType::kS64);
