@@ -35,6 +35,10 @@ from torch_tpu import compile as _compile  # noqa: E402  (torch.compile on tpu: 
 
 _compile.install()
 
+from torch_tpu import _exit  # noqa: E402  (drains the autograd engine's tpu threads before the interpreter finalizes)
+
+_exit.install()
+
 
 def is_available() -> bool:
     """True when a PJRT plugin loaded and exposes at least one device."""

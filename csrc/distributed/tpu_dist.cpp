@@ -8,6 +8,7 @@
 #include "runtime/pjrt.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ThreadLocalPythonObjects.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
@@ -22,6 +23,24 @@ namespace {
 using c10d::OpType;
 using c10d::ReduceOp;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+// A Gloo work keeps a copy of the issuing thread's ThreadLocalState and drops it on a Gloo worker thread. backward()
+// stashes a Python object in that state (torch 2.13: the contextvars.Context for the autograd threads), so a
+// collective issued from a DDP gradient hook would drop a Python reference on the worker; if the interpreter is
+// finalizing by then, taking the GIL ends the worker thread inside a noexcept destructor and the process aborts
+// ("terminate called without an active exception"). Host collectives are issued with the Python objects set aside:
+// no Gloo work runs Python.
+template <typename Call>
+auto on_host(Call&& call) {
+  struct SetAside {
+    at::impl::ThreadLocalPythonObjects saved = at::impl::ThreadLocalPythonObjects::get_state();
+    SetAside() { at::impl::ThreadLocalPythonObjects::set_state({}); }
+    ~SetAside() { at::impl::ThreadLocalPythonObjects::set_state(std::move(saved)); }
+    SetAside(const SetAside&) = delete;
+    SetAside& operator=(const SetAside&) = delete;
+  } aside;
+  return call();
+}
 
 bool on_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
@@ -427,7 +446,7 @@ Agreement TpuDistBackend::agree(OpType type, const std::vector<at::Tensor>& tens
   std::vector<at::Tensor> input{at::tensor(std::vector<int64_t>(mine.begin(), mine.end()), at::kLong)};
   std::vector<std::vector<at::Tensor>> gathered(1);
   for (int r = 0; r < size_; ++r) gathered[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, at::kLong));
-  auto work = host_->allgather(gathered, input);
+  auto work = on_host([&] { return host_->allgather(gathered, input); });
   return Agreement(type, shapes, std::move(work), input[0], std::move(gathered));
 }
 
@@ -507,7 +526,7 @@ WorkPtr TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::
   auto st = std::make_shared<Stage>(pool_);
   auto host = root ? st->in(tensors) : st->out(tensors);
   agreement.verify();
-  auto work = host_->broadcast(host, opts);
+  auto work = on_host([&] { return host_->broadcast(host, opts); });
   if (!root) st->back(tensors, host);
   return launch(OpType::BROADCAST, work, tensors, [st] { st->finish(); });
 }
@@ -519,7 +538,7 @@ WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::
   auto host = st->in_place(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
   agreement.verify();
-  auto work = host_->allreduce(host, with_op(opts, plan));
+  auto work = on_host([&] { return host_->allreduce(host, with_op(opts, plan)); });
   st->back(tensors, host);
   return launch(OpType::ALLREDUCE, work, tensors, finish_reduction(st, host, plan, size_));
 }
@@ -532,7 +551,7 @@ WorkPtr TpuDistBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   auto host = st->in(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
   agreement.verify();
-  auto work = host_->allreduce_coalesced(host, with_op(opts, plan));
+  auto work = on_host([&] { return host_->allreduce_coalesced(host, with_op(opts, plan)); });
   st->back(tensors, host);
   return launch(OpType::ALLREDUCE_COALESCED, work, tensors, finish_reduction(st, host, plan, size_));
 }
@@ -545,7 +564,7 @@ WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::Red
   auto host = st->in(tensors);
   auto plan = plan_reduce(opts.reduceOp, host);
   agreement.verify();
-  auto work = host_->reduce(host, with_op(opts, plan));
+  auto work = on_host([&] { return host_->reduce(host, with_op(opts, plan)); });
   if (root) st->back(tensors, host);  // other ranks' tensors stay as they were
   // Only the root's results are copied back, so only they are divided for AVG.
   return launch(OpType::REDUCE, work, tensors,
@@ -561,7 +580,7 @@ WorkPtr TpuDistBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
   agreement.verify();
-  auto work = host_->allgather(host_out, host_in, opts);
+  auto work = on_host([&] { return host_->allgather(host_out, host_in, opts); });
   st->back(outputs, host_out);
   return launch(OpType::ALLGATHER, work, out_flat, [st] { st->finish(); });
 }
@@ -573,7 +592,7 @@ WorkPtr TpuDistBackend::_allgather_base(at::Tensor& output, at::Tensor& input, c
   auto host_in = st->in(input);
   auto host_out = st->out(output);
   agreement.verify();
-  auto work = host_->_allgather_base(host_out, host_in, opts);
+  auto work = on_host([&] { return host_->_allgather_base(host_out, host_in, opts); });
   st->back(output, host_out);
   return launch(OpType::_ALLGATHER_BASE, work, {output}, [st] { st->finish(); });
 }
@@ -587,7 +606,7 @@ WorkPtr TpuDistBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
   agreement.verify();
-  auto work = host_->allgather_coalesced(host_out, host_in, opts);
+  auto work = on_host([&] { return host_->allgather_coalesced(host_out, host_in, opts); });
   st->back(outputs, host_out);
   return launch(OpType::ALLGATHER_COALESCED, work, out_flat, [st] { st->finish(); });
 }
@@ -601,7 +620,7 @@ WorkPtr TpuDistBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>&
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
   agreement.verify();
-  auto work = host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
+  auto work = on_host([&] { return host_->allgather_into_tensor_coalesced(host_out, host_in, opts); });
   st->back(outputs, host_out);
   return launch(OpType::COALESCED, work, outputs, [st] { st->finish(); });
 }
@@ -615,7 +634,7 @@ WorkPtr TpuDistBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, st
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
   agreement.verify();
-  auto work = host_->gather(host_out, host_in, opts);
+  auto work = on_host([&] { return host_->gather(host_out, host_in, opts); });
   st->back(outputs, host_out);
   return launch(OpType::GATHER, work, out_flat, [st] { st->finish(); });
 }
@@ -628,7 +647,7 @@ WorkPtr TpuDistBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<st
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
   agreement.verify();
-  auto work = host_->scatter(host_out, host_in, opts);
+  auto work = on_host([&] { return host_->scatter(host_out, host_in, opts); });
   st->back(outputs, host_out);
   return launch(OpType::SCATTER, work, outputs, [st] { st->finish(); });
 }
@@ -643,7 +662,7 @@ WorkPtr TpuDistBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::ve
   for (auto& list : host_in) plan = plan_reduce(opts.reduceOp, list);
   auto host_out = st->out(outputs);
   agreement.verify();
-  auto work = host_->reduce_scatter(host_out, host_in, with_op(opts, plan));
+  auto work = on_host([&] { return host_->reduce_scatter(host_out, host_in, with_op(opts, plan)); });
   st->back(outputs, host_out);
   return launch(OpType::REDUCE_SCATTER, work, outputs, finish_reduction(st, host_out, plan, size_));
 }
@@ -657,7 +676,7 @@ WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& inp
   auto plan = plan_reduce(opts.reduceOp, host_in);
   auto host_out = st->out(output);
   agreement.verify();
-  auto work = host_->_reduce_scatter_base(host_out, host_in[0], with_op(opts, plan));
+  auto work = on_host([&] { return host_->_reduce_scatter_base(host_out, host_in[0], with_op(opts, plan)); });
   st->back(output, host_out);
   return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, finish_reduction(st, {host_out}, plan, size_));
 }
@@ -672,7 +691,7 @@ WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>&
   auto plan = plan_reduce(opts.reduceOp, host_in);
   auto host_out = st->out(outputs);
   agreement.verify();
-  auto work = host_->reduce_scatter_tensor_coalesced(host_out, host_in, with_op(opts, plan));
+  auto work = on_host([&] { return host_->reduce_scatter_tensor_coalesced(host_out, host_in, with_op(opts, plan)); });
   st->back(outputs, host_out);
   return launch(OpType::COALESCED, work, outputs, finish_reduction(st, host_out, plan, size_));
 }
@@ -686,7 +705,7 @@ WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std
   auto host_in = st->in(input);
   auto host_out = st->out(output);
   agreement.verify();
-  auto work = host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts);
+  auto work = on_host([&] { return host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts); });
   st->back(output, host_out);
   return launch(OpType::ALLTOALL_BASE, work, {output}, [st] { st->finish(); });
 }
@@ -699,7 +718,7 @@ WorkPtr TpuDistBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<a
   auto host_in = st->in(inputs);
   auto host_out = st->out(outputs);
   agreement.verify();
-  auto work = host_->alltoall(host_out, host_in, opts);
+  auto work = on_host([&] { return host_->alltoall(host_out, host_in, opts); });
   st->back(outputs, host_out);
   return launch(OpType::ALLTOALL, work, outputs, [st] { st->finish(); });
 }
@@ -709,7 +728,7 @@ WorkPtr TpuDistBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int
   // Nobody may ever complete a send work, so its host buffers are not pooled: they live as long as the host work.
   Stage st(std::make_shared<HostPool>(pool_->cpu_zero_copy()));
   auto host = st.in(tensors);
-  auto work = host_->send(host, dst_rank, tag);
+  auto work = on_host([&] { return host_->send(host, dst_rank, tag); });
   return launch(OpType::SEND, work, {}, nullptr);
 }
 
@@ -717,7 +736,7 @@ WorkPtr TpuDistBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int
   settle(tensors);
   auto st = std::make_shared<Stage>(pool_);
   auto host = st->out(tensors);
-  auto work = host_->recv(host, src_rank, tag);
+  auto work = on_host([&] { return host_->recv(host, src_rank, tag); });
   st->back(tensors, host);
   return launch(OpType::RECV, work, tensors, [st] { st->finish(); });
 }
@@ -726,7 +745,7 @@ WorkPtr TpuDistBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag)
   settle(tensors);
   auto st = std::make_shared<Stage>(pool_);
   auto host = st->out(tensors);
-  auto work = host_->recvAnysource(host, tag);
+  auto work = on_host([&] { return host_->recvAnysource(host, tag); });
   st->back(tensors, host);
   return launch(OpType::RECVANYSOURCE, work, tensors, [st] { st->finish(); });
 }
@@ -736,7 +755,7 @@ WorkPtr TpuDistBackend::barrier(const c10d::BarrierOptions& opts) {
   auto host_opts = opts;
   host_opts.device = std::nullopt;  // the host backend's barrier runs on host memory
   host_opts.device_ids.clear();
-  return launch(OpType::BARRIER, host_->barrier(host_opts), {}, nullptr);
+  return launch(OpType::BARRIER, on_host([&] { return host_->barrier(host_opts); }), {}, nullptr);
 }
 
 void TpuDistBackend::abort() { host_->abort(); }
