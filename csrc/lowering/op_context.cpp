@@ -171,6 +171,32 @@ int64_t divisor_near(int64_t n, int64_t want) {
   return 0;
 }
 
+// Sum over the first `leading` dimensions of `x` (a float tensor with at least one dimension after them) by halving:
+// rows [0, k/2) are added to rows [k/2, k) (a zero row pads an odd k) until one row is left. Each step is an
+// elementwise add over whole contiguous rows, which XLA-CPU vectorizes along the row; its reduce emitter would
+// instead loop over the reduced dimension innermost, one strided load per term (measured 1.6-2.5x slower for
+// 1024x256 and 16384x64). The summation tree also makes the rounding error grow with log2(k), not k.
+Value sum_leading_by_halving(HloBuilder& b, const Value& x, int64_t leading) {
+  const std::vector<int64_t>& dims = x.type.dims;
+  std::vector<int64_t> kept(dims.begin() + leading, dims.end());
+  int64_t k = 1;
+  for (int64_t i = 0; i < leading; ++i) k *= dims[static_cast<size_t>(i)];
+  int64_t m = 1;
+  for (int64_t d : kept) m *= d;
+  if (k == 0) return b.constant(0, x.type.dtype, kept);  // an empty sum
+  Value rows = b.reshape(x, {k, m});
+  while (k > 1) {
+    if (k % 2 != 0) {
+      rows = b.pad(rows, b.constant(0, x.type.dtype), {0, 0}, {1, 0}, {0, 0});
+      ++k;
+    }
+    const int64_t half = k / 2;
+    rows = b.binary("stablehlo.add", b.slice(rows, {0, 0}, {half, m}), b.slice(rows, {half, 0}, {k, m}));
+    k = half;
+  }
+  return b.reshape(rows, kept);
+}
+
 }  // namespace
 
 // XLA-CPU adds the terms of a reduction one after another, so the rounding error of a float32 sum grows with the
@@ -179,11 +205,23 @@ int64_t divisor_near(int64_t n, int64_t want) {
 // (splitting one of them, zero-padded if it has no suitable divisor) first, then the rest, which recurses.
 Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims) {
   const ElementType t = v.type.dtype;
-  int64_t terms = 1;
-  for (int64_t d : dims) terms *= v.type.dims[d];
-  if (!is_floating(t) || is_complex(t) || terms <= kPlainSumLimit) return plain_sum(b, v, dims);
+  if (!is_floating(t) || is_complex(t)) return plain_sum(b, v, dims);
   std::vector<int64_t> sorted = dims;
   std::sort(sorted.begin(), sorted.end());
+  // Leading reduced dimensions with kept ones after them: the rest first, then those by halving.
+  size_t leading = 0;
+  while (leading < sorted.size() && sorted[leading] == static_cast<int64_t>(leading)) ++leading;
+  if (leading > 0 && leading < v.type.dims.size()) {
+    Value x = v;
+    if (leading < sorted.size()) {
+      std::vector<int64_t> rest(sorted.begin() + static_cast<std::ptrdiff_t>(leading), sorted.end());
+      x = reduce_sum(b, v, rest);
+    }
+    return sum_leading_by_halving(b, x, static_cast<int64_t>(leading));
+  }
+  int64_t terms = 1;
+  for (int64_t d : dims) terms *= v.type.dims[d];
+  if (terms <= kPlainSumLimit) return plain_sum(b, v, dims);
   // Walk the reduced dimensions from the innermost, moving them to the first stage while it stays near kStageTerms.
   std::vector<int64_t> first_stage;  // dimensions of `x` (after any split) reduced in the first stage
   std::vector<int64_t> second_stage;  // dimensions of `x` reduced in the second

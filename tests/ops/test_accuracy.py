@@ -3,10 +3,13 @@ adds a reduction's terms one after another unless the lowering splits it) and fl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 import torch_tpu
+from torch_tpu import runtime
 
 
 def _mean_errors(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[float, float]:
@@ -22,7 +25,9 @@ def _mean_errors(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[float, float]:
         ((16, 64, 32, 32), (0, 2, 3)),  # BatchNorm statistics and conv bias gradients
         ((2, 4, 22, 22, 19), (0, 2, 3, 4)),
         ((200003,), (0,)),  # no divisor near its square root: padded
-        ((4096, 64), (0,)),
+        ((4096, 64), (0,)),  # leading dimensions: summed by halving
+        ((16384, 64), (0,)),
+        ((32, 48, 256), (0, 1)),
     ],
 )
 def test_large_float32_sums_are_as_accurate_as_cpu(shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
@@ -34,6 +39,43 @@ def test_large_float32_sums_are_as_accurate_as_cpu(shape: tuple[int, ...], dims:
         cpu_err, tpu_err = cpu_err + c, tpu_err + t
     # Summed term by term, the first two shapes were 29x and 33x CPU's error.
     assert tpu_err <= 2.5 * cpu_err, (tpu_err, cpu_err)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dims", "keepdim"),
+    [
+        ((7, 5), (0,), False),  # odd row counts: padded with a zero row at every odd step
+        ((13, 3, 2), (0, 1), True),
+        ((5, 3, 7), (0, 2), False),  # a leading and a trailing dimension: the trailing one first
+        ((6, 4, 3, 5), (0, 2, 3), True),  # BatchNorm's statistics
+        ((0, 3), (0,), False),  # an empty sum
+        ((3, 0, 4), (0,), True),
+        ((1, 9), (0,), False),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_sums_over_leading_dimensions_match_cpu(shape, dims, keepdim, dtype) -> None:
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    got = x.to("tpu").sum(dims, keepdim=keepdim).cpu()
+    torch.testing.assert_close(got, x.sum(dims, keepdim=keepdim))
+    mean = x.to("tpu").mean(dims, keepdim=keepdim).cpu()
+    torch.testing.assert_close(mean, x.mean(dims, keepdim=keepdim), equal_nan=True)  # empty: nan, as on CPU
+
+
+def test_leading_dimension_sums_lower_to_row_additions(tmp_path: Path) -> None:
+    # XLA-CPU's reduce over a leading dimension loads one strided term at a time; rows added elementwise vectorize.
+    x = torch.randn(37, 11, 6)  # a shape no other test compiles, so the program is fresh
+    cache = runtime.get().cache
+    cache.set_dump_directory(str(tmp_path))
+    try:
+        got = x.to("tpu").sum((0, 1)).cpu()
+    finally:
+        cache.set_dump_directory("")
+    torch.testing.assert_close(got, x.sum((0, 1)))
+    programs = [p.read_text() for p in tmp_path.iterdir()]
+    assert programs, "nothing was compiled"
+    assert not any("stablehlo.reduce" in p for p in programs)
+    assert any("stablehlo.slice" in p for p in programs)
 
 
 def test_sum_of_mean_and_batch_norm_statistics() -> None:
