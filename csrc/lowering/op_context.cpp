@@ -152,30 +152,31 @@ Value full(HloBuilder& b, double value, const TensorType& type) { return b.const
 
 namespace {
 
-// Float sums of more than this many terms are taken in stages (see reduce_sum).
+// A float sum of at most this many terms is one reduce; larger ones are halved first (see reduce_sum).
 constexpr int64_t kPlainSumLimit = 64;
-// Terms per partial sum of the first stage.
-constexpr int64_t kStageTerms = 32;
 
 Value plain_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims) {
   return b.reduce(v, b.constant(0, v.type.dtype), dims, "stablehlo.add");
 }
 
-// The divisor of n closest to `want` within [want / 2, 2 want], or 0.
-int64_t divisor_near(int64_t n, int64_t want) {
-  for (int64_t delta = 0; delta <= want; ++delta) {
-    for (int64_t f : {want - delta, want + delta}) {
-      if (f >= std::max<int64_t>(2, want / 2) && f <= 2 * want && f < n && n % f == 0) return f;
-    }
+// `x` with dimension `d` halved: its upper half (a zero slice pads an odd size) added to its lower half.
+Value halve(HloBuilder& b, Value x, int64_t d) {
+  const size_t rank = x.type.dims.size();
+  const auto dim = static_cast<size_t>(d);
+  if (x.type.dims[dim] % 2 != 0) {
+    std::vector<int64_t> zero(rank, 0), high(rank, 0);
+    high[dim] = 1;
+    x = b.pad(x, b.constant(0, x.type.dtype), zero, high, zero);
   }
-  return 0;
+  const int64_t half = x.type.dims[dim] / 2;
+  std::vector<int64_t> start(rank, 0), mid = x.type.dims, limit = x.type.dims;
+  mid[dim] = half;
+  start[dim] = half;
+  return b.binary("stablehlo.add", b.slice(x, std::vector<int64_t>(rank, 0), mid), b.slice(x, start, limit));
 }
 
-// Sum over the first `leading` dimensions of `x` (a float tensor with at least one dimension after them) by halving:
-// rows [0, k/2) are added to rows [k/2, k) (a zero row pads an odd k) until one row is left. Each step is an
-// elementwise add over whole contiguous rows, which XLA-CPU vectorizes along the row; its reduce emitter would
-// instead loop over the reduced dimension innermost, one strided load per term (measured 1.6-2.5x slower for
-// 1024x256 and 16384x64). The summation tree also makes the rounding error grow with log2(k), not k.
+// Sum over the first `leading` dimensions of `x` (a float tensor with at least one dimension after them): with the
+// rows flattened to [k, m], the upper half of the rows is added to the lower half until one row is left.
 Value sum_leading_by_halving(HloBuilder& b, const Value& x, int64_t leading) {
   const std::vector<int64_t>& dims = x.type.dims;
   std::vector<int64_t> kept(dims.begin() + leading, dims.end());
@@ -185,30 +186,30 @@ Value sum_leading_by_halving(HloBuilder& b, const Value& x, int64_t leading) {
   for (int64_t d : kept) m *= d;
   if (k == 0) return b.constant(0, x.type.dtype, kept);  // an empty sum
   Value rows = b.reshape(x, {k, m});
-  while (k > 1) {
-    if (k % 2 != 0) {
-      rows = b.pad(rows, b.constant(0, x.type.dtype), {0, 0}, {1, 0}, {0, 0});
-      ++k;
-    }
-    const int64_t half = k / 2;
-    rows = b.binary("stablehlo.add", b.slice(rows, {0, 0}, {half, m}), b.slice(rows, {half, 0}, {k, m}));
-    k = half;
-  }
+  while (rows.type.dims[0] > 1) rows = halve(b, rows, 0);
   return b.reshape(rows, kept);
 }
 
 }  // namespace
 
-// XLA-CPU adds the terms of a reduction one after another, so the rounding error of a float32 sum grows with the
-// number of terms (measured: 29-33x CPU PyTorch's over several dims of 16k-18k terms). PyTorch's CPU kernels sum in a
-// cascade. Large float sums are therefore taken in stages: about kStageTerms terms of the innermost reduced dimensions
-// (splitting one of them, zero-padded if it has no suitable divisor) first, then the rest, which recurses.
+// Float sums are taken by halving: a reduced dimension's upper half is added to its lower half, elementwise, until few
+// terms are left. Two reasons:
+// - Speed. XLA-CPU's reduce keeps the reduced loop innermost: over a leading (major) dimension that is one strided
+//   load per term, with the fused producer chain (a GELU or LayerNorm backward) recomputed inside that gather loop;
+//   over a long trailing one, a chain of dependent scalar adds. Halving steps are elementwise adds over contiguous
+//   blocks, which XLA-CPU vectorizes. Measured alone: 1024x256 sum(0) 470-610 -> 224-248 us, 16384x64 sum(0)
+//   1940-2250 -> 650-760 us.
+// - Accuracy. XLA-CPU adds a reduction's terms one after another, so the rounding error of a long float32 sum grows
+//   with the number of terms (measured: 29-33x CPU PyTorch's cascade sum over several dims of 16k-18k terms). A
+//   halving tree's grows with log2 of it; the error is now at or below CPU's.
+// Leading reduced dimensions (bias, LayerNorm-weight and BatchNorm gradients) are halved down to one row, after the
+// other reduced dimensions are summed; other sums are halved from their outermost reduced dimension inwards until
+// at most kPlainSumLimit terms are left for one reduce, which then reads contiguous memory.
 Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims) {
   const ElementType t = v.type.dtype;
   if (!is_floating(t) || is_complex(t)) return plain_sum(b, v, dims);
   std::vector<int64_t> sorted = dims;
   std::sort(sorted.begin(), sorted.end());
-  // Leading reduced dimensions with kept ones after them: the rest first, then those by halving.
   size_t leading = 0;
   while (leading < sorted.size() && sorted[leading] == static_cast<int64_t>(leading)) ++leading;
   if (leading > 0 && leading < v.type.dims.size()) {
@@ -220,60 +221,16 @@ Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims
     return sum_leading_by_halving(b, x, static_cast<int64_t>(leading));
   }
   int64_t terms = 1;
-  for (int64_t d : dims) terms *= v.type.dims[d];
-  if (terms <= kPlainSumLimit) return plain_sum(b, v, dims);
-  // Walk the reduced dimensions from the innermost, moving them to the first stage while it stays near kStageTerms.
-  std::vector<int64_t> first_stage;  // dimensions of `x` (after any split) reduced in the first stage
-  std::vector<int64_t> second_stage;  // dimensions of `x` reduced in the second
+  for (int64_t d : sorted) terms *= v.type.dims[static_cast<size_t>(d)];
   Value x = v;
-  int64_t inner = 1;
-  size_t i = sorted.size();
-  while (i > 0) {
-    const int64_t d = sorted[i - 1];
-    const int64_t size = x.type.dims[d];
-    if (inner * size <= 2 * kStageTerms) {
-      first_stage.push_back(d);
-      inner *= size;
-      --i;
-      continue;
+  for (int64_t d : sorted) {
+    while (terms > kPlainSumLimit && x.type.dims[static_cast<size_t>(d)] > 1) {
+      const int64_t before = x.type.dims[static_cast<size_t>(d)];
+      x = halve(b, x, d);
+      terms = terms / before * x.type.dims[static_cast<size_t>(d)];
     }
-    const int64_t want = std::max<int64_t>(kStageTerms / inner, 1);
-    if (want >= 2) {  // split `d` into (size / f, f): the f part joins the first stage
-      int64_t f = divisor_near(size, want);
-      int64_t padded = size;
-      if (f == 0) {
-        f = want;
-        padded = (size + f - 1) / f * f;
-        std::vector<int64_t> zero(x.type.dims.size(), 0), high(x.type.dims.size(), 0);
-        high[d] = padded - size;
-        x = b.pad(x, b.constant(0, t), zero, high, zero);
-      }
-      std::vector<int64_t> shape = x.type.dims;
-      shape[d] = padded / f;
-      shape.insert(shape.begin() + d + 1, f);
-      x = b.reshape(x, shape);
-      for (int64_t& s : first_stage) ++s;  // dimensions after d moved one to the right
-      first_stage.push_back(d + 1);
-      second_stage.push_back(d);
-      --i;
-    }
-    break;
   }
-  for (size_t j = 0; j < i; ++j) second_stage.push_back(sorted[j]);
-  if (second_stage.empty()) return plain_sum(b, x, first_stage);
-  std::sort(first_stage.begin(), first_stage.end());
-  // The barrier keeps XLA's simplifier from merging the two stages back into one reduction.
-  Value partial = plain_sum(b, x, first_stage);
-  partial = b.op1("stablehlo.optimization_barrier", {partial}, partial.type);
-  // Positions of the second-stage dimensions once the first-stage ones are gone.
-  std::vector<int64_t> rest;
-  for (int64_t d : second_stage) {
-    int64_t removed = 0;
-    for (int64_t f : first_stage) removed += f < d ? 1 : 0;
-    rest.push_back(d - removed);
-  }
-  std::sort(rest.begin(), rest.end());
-  return reduce_sum(b, partial, rest);
+  return plain_sum(b, x, sorted);
 }
 
 Value keep_dims(HloBuilder& b, const Value& reduced, const std::vector<int64_t>& in_dims,
