@@ -16,6 +16,7 @@ import gc
 import math
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -131,6 +132,16 @@ WORKLOADS = [
 ]
 
 
+def _median_step_s(step: Callable[[], torch.Tensor], steps: int) -> float:
+    """Median wall time of `steps` steps, each timed up to its loss read (robust to a noisy, shared machine)."""
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step().item()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def measure(work: Workload, mode: str, warmup: int, steps: int) -> dict[str, float]:
     device = "cpu" if mode == "cpu" else "tpu"
     if mode != "cpu":
@@ -139,26 +150,20 @@ def measure(work: Workload, mode: str, warmup: int, steps: int) -> dict[str, flo
     for _ in range(warmup):
         step().item()
     if mode == "cpu":
-        start = time.perf_counter()
-        for _ in range(steps):
-            step().item()
-        return {"steps_per_s": steps / (time.perf_counter() - start)}
+        return {"steps_per_s": 1 / _median_step_s(step, steps)}
     torch.tpu.synchronize()
     gc.collect()
     torch.tpu.reset_peak_memory_stats()
     before = torch_tpu.metrics()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step().item()  # the loss read: the one host sync a training loop needs
+    median_s = _median_step_s(step, steps)  # each step ends with the loss read: the one host sync a loop needs
     torch.tpu.synchronize()
-    elapsed = time.perf_counter() - start
     after = torch_tpu.metrics()
 
     def per_step(key: str) -> float:
         return (after[key] - before[key]) / steps
 
     return {
-        "steps_per_s": steps / elapsed,
+        "steps_per_s": 1 / median_s,
         "peak_mib": torch.tpu.max_memory_allocated() / 2**20,
         "compiles": after["compiles"] - before["compiles"],
         "executions": per_step("executions"),
@@ -212,8 +217,8 @@ def main() -> None:
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()};"
         f" Python {platform.python_version()}, torch {torch.__version__}, plugin {torch.tpu.get_device_name()}."
-        f" Best of {rounds} interleaved round(s),"
-        f" {steps} measured steps after {warmup} warm-up steps.",
+        f" Best of {rounds} interleaved round(s) of the median step time over"
+        f" {steps} steps after {warmup} warm-up steps.",
         "",
         "| workload | mode | steps/s | peak MiB | compiles after warm-up | executions/step | transfers/step "
         "| host syncs/step |",
