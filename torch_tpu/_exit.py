@@ -6,7 +6,8 @@ drops its reference to the graph task just after it wakes the caller. When the c
 backward, the interpreter may already be finalizing by then: dropping the Python object needs the GIL, the thread
 is ended inside a noexcept destructor, and the process aborts ("terminate called without an active exception")
 after the program has finished. An atexit hook runs a no-op backward through every tpu device thread: a thread
-takes it only once it has dropped the previous graph task, and this one carries no Python object.
+takes it only once it has dropped the previous graph task, and this one carries no Python object. A process that
+never used the device (every `import torch` loads torch_tpu) skips it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ import threading
 
 import torch
 
+from torch_tpu import _C
+
 _JOIN_TIMEOUT_S = 5.0
+
+
+def _device_used() -> bool:
+    """Whether any tpu op ran or was recorded: without one, no backward can have run on a tpu device thread."""
+    counters = _C.runtime_counters()
+    return bool(counters["graph_nodes"] or counters["executions"] or counters["buffers_created"])
 
 
 def _drain_device_threads() -> None:
@@ -37,6 +46,8 @@ def _drain_quietly() -> None:
 
 
 def _at_exit() -> None:
+    if not _device_used():
+        return
     # On a daemon thread with a deadline: a device thread still busy (a backward left running by another thread)
     # must not hold up the exit.
     worker = threading.Thread(target=_drain_quietly, name="torch_tpu-exit-drain", daemon=True)

@@ -11,7 +11,7 @@ import torch
 
 from torch_tpu import _exit
 
-_SCRIPT = textwrap.dedent(
+_SPY = textwrap.dedent(
     """
     import torch, torch_tpu
     from torch_tpu import _exit
@@ -23,6 +23,10 @@ _SCRIPT = textwrap.dedent(
         print("drained", flush=True)
 
     _exit._drain_device_threads = spy
+    """
+)
+_SCRIPT = _SPY + textwrap.dedent(
+    """
     x = torch.randn(8, device="tpu", requires_grad=True)
     (x * x).sum().backward()
     print("grad ok", torch.allclose(x.grad.cpu(), 2 * x.detach().cpu()), flush=True)
@@ -41,3 +45,10 @@ def test_hook_runs_at_interpreter_exit() -> None:
     proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["grad", "ok", "True", "drained"], proc.stdout + proc.stderr[-3000:]
+
+
+def test_hook_skips_a_process_that_never_used_the_device() -> None:
+    script = _SPY + "print('cpu only', torch.ones(2, requires_grad=True).sum().item())\n"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["cpu", "only", "2.0"], proc.stdout + proc.stderr[-3000:]
