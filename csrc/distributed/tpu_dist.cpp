@@ -705,7 +705,8 @@ WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std
   auto host_in = st->in(input);
   auto host_out = st->out(output);
   agreement.verify();
-  auto work = on_host([&] { return host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts); });
+  auto work = on_host(
+      [&] { return host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts); });
   st->back(output, host_out);
   return launch(OpType::ALLTOALL_BASE, work, {output}, [st] { st->finish(); });
 }

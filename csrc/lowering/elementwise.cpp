@@ -86,7 +86,6 @@ bool is_bool_arg(const c10::IValue& v) {
   return v.isTensor() ? v.toTensor().scalar_type() == at::kBool : v.isBool();
 }
 
-
 // add/sub/rsub: PyTorch's sub_check and alpha_check, before the meta kernel (which words them differently).
 ArgumentPrep add_checks(bool subtract) {
   return [subtract](std::vector<c10::IValue>& args) {
