@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
 import torch_tpu
+from torch_tpu import runtime
 
 
 def _to(x: Any, device: str) -> Any:
@@ -68,3 +71,17 @@ def check(
                     torch.testing.assert_close(t.grad.cpu(), c.grad, rtol=rtol * 10, atol=atol * 10, equal_nan=True)
     fallbacks = {k: v for k, v in torch_tpu.metrics()["fallback_ops"].items() if k not in allow_fallback}
     assert not fallbacks, f"ops fell back to the CPU: {fallbacks}"
+
+
+@contextlib.contextmanager
+def dumped_programs(directory: Path) -> Iterator[list[str]]:
+    """Yields a list that holds, once the block ends, the StableHLO text of every program compiled inside it (use
+    shapes no other test compiles, so that the programs are fresh)."""
+    programs: list[str] = []
+    cache = runtime.get().cache
+    cache.set_dump_directory(str(directory))
+    try:
+        yield programs
+    finally:
+        cache.set_dump_directory("")
+    programs.extend(p.read_text() for p in directory.iterdir())

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torch_tpu
-from torch_tpu import runtime
+from tests.ops.harness import dumped_programs
 
 
 def _mean_errors(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[float, float]:
@@ -65,14 +65,9 @@ def test_sums_over_leading_dimensions_match_cpu(shape, dims, keepdim, dtype) -> 
 def test_leading_dimension_sums_lower_to_row_additions(tmp_path: Path) -> None:
     # XLA-CPU's reduce over a leading dimension loads one strided term at a time; rows added elementwise vectorize.
     x = torch.randn(37, 11, 6)  # a shape no other test compiles, so the program is fresh
-    cache = runtime.get().cache
-    cache.set_dump_directory(str(tmp_path))
-    try:
+    with dumped_programs(tmp_path) as programs:
         got = x.to("tpu").sum((0, 1)).cpu()
-    finally:
-        cache.set_dump_directory("")
     torch.testing.assert_close(got, x.sum((0, 1)))
-    programs = [p.read_text() for p in tmp_path.iterdir()]
     assert programs, "nothing was compiled"
     assert not any("stablehlo.reduce" in p for p in programs)
     assert any("stablehlo.slice" in p for p in programs)

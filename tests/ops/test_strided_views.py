@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import torch_tpu
-from torch_tpu import runtime
+from tests.ops.harness import dumped_programs
 
 
 def _view_specs(seed: int, count: int) -> Iterator[tuple[list[int], list[int], int, int]]:
@@ -66,23 +66,18 @@ def test_head_split_lowers_without_gather(tmp_path: Path) -> None:
     batch, seq, heads, head_dim = 3, 5, 4, 7  # shapes no other test compiles, so the programs are fresh
     d = heads * head_dim
     qkv = torch.randn(batch, seq, 3 * d)
-    cache = runtime.get().cache
-    cache.set_dump_directory(str(tmp_path))
-    try:
+    with dumped_programs(tmp_path) as programs:
         parts = qkv.to("tpu").split(d, dim=2)
         heads_tpu = [p.view(batch, seq, heads, head_dim).transpose(1, 2) * 2 for p in parts]
         got = [h.cpu() for h in heads_tpu]
         grads = torch.zeros(batch, seq, 3 * d).to("tpu")
         grads[:, :, d : 2 * d].view(batch, seq, heads, head_dim).transpose(1, 2).copy_(heads_tpu[1])
         got_grads = grads.cpu()
-    finally:
-        cache.set_dump_directory("")
     for part, h in zip(qkv.split(d, dim=2), got, strict=True):
         assert torch.equal(h, part.view(batch, seq, heads, head_dim).transpose(1, 2) * 2)
     expected_grads = torch.zeros(batch, seq, 3 * d)
     expected_grads[:, :, d : 2 * d] = qkv[:, :, d : 2 * d] * 2
     assert torch.equal(got_grads, expected_grads)
-    programs = [p.read_text() for p in tmp_path.iterdir()]
     assert programs, "nothing was compiled"
     assert not any("stablehlo.gather" in p or "stablehlo.scatter" in p for p in programs)
     # k and v end past the storage as boxes anchored at their offsets; the box moves back instead of padding the
