@@ -5,7 +5,10 @@
 #include <ATen/native/TypeProperties.h>
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -24,12 +27,18 @@ namespace {
 
 std::mutex g_counts_mu;
 std::map<std::string, int64_t> g_fallbacks;
-std::map<std::string, int64_t> g_lowered;
 std::map<std::string, int64_t> g_host_ops;
 
 void count(std::map<std::string, int64_t>& m, const std::string& name) {
   std::lock_guard<std::mutex> lock(g_counts_mu);
   m[name]++;
+}
+
+// Appends the decimal digits of `v` (no temporary strings: keys are built for every op).
+void append_int(std::string& s, int64_t v) {
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  s.append(buf, res.ptr);
 }
 
 template <class Fn>
@@ -94,10 +103,13 @@ void append_key(std::string& key, const c10::IValue& v) {
       return;
     }
     key += 'T';
-    key += std::to_string(static_cast<int>(t.scalar_type()));
+    append_int(key, static_cast<int>(t.scalar_type()));
     key += t.is_cpu() ? 'c' : 'd';
     if (t.unsafeGetTensorImpl()->is_wrapped_number()) key += 'w';
-    for (int64_t d : t.sizes()) key += "," + std::to_string(d);
+    for (int64_t d : t.sizes()) {
+      key += ',';
+      append_int(key, d);
+    }
     key += ';';
   } else if (v.isTensorList() || v.isList()) {
     key += '[';
@@ -106,7 +118,9 @@ void append_key(std::string& key, const c10::IValue& v) {
   } else if (v.isNone()) {
     key += "N;";
   } else if (v.isInt()) {
-    key += "i" + std::to_string(v.toInt()) + ";";
+    key += 'i';
+    append_int(key, v.toInt());
+    key += ';';
   } else if (v.isDouble()) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "d%a;", v.toDouble());
@@ -125,7 +139,8 @@ void append_key(std::string& key, const c10::IValue& v) {
 }
 
 std::mutex g_meta_mu;
-std::unordered_map<std::string, std::vector<OutType>> g_meta_cache;
+using OutTypes = std::shared_ptr<const std::vector<OutType>>;  // shared by the cache and the ops recorded with it
+std::unordered_map<std::string, OutTypes> g_meta_cache;
 constexpr size_t kMetaCacheLimit = 8192;
 
 // The tpu device the op runs on; checks every other tensor is on it (CPU scalars excepted, as on CUDA).
@@ -260,15 +275,24 @@ void append_tensor_structure(std::string& key, const at::Tensor& t) {
     return;
   }
   key += 'T';
-  key += std::to_string(static_cast<int>(t.scalar_type()));
+  append_int(key, static_cast<int>(t.scalar_type()));
   if (t.is_cpu()) {
     key += t.unsafeGetTensorImpl()->is_wrapped_number() ? "cw" : "c";
   } else {
     key += 'd';
-    for (int64_t d : t.sizes()) key += "," + std::to_string(d);
+    for (int64_t d : t.sizes()) {
+      key += ',';
+      append_int(key, d);
+    }
     key += '/';
-    for (int64_t d : t.strides()) key += "," + std::to_string(d);
-    key += '@' + std::to_string(t.storage_offset()) + '^' + std::to_string(t.storage().nbytes());
+    for (int64_t d : t.strides()) {
+      key += ',';
+      append_int(key, d);
+    }
+    key += '@';
+    append_int(key, t.storage_offset());
+    key += '^';
+    append_int(key, static_cast<int64_t>(t.storage().nbytes()));
     if (t.is_conj()) key += 'j';
     if (t.is_neg()) key += 'n';
   }
@@ -280,26 +304,64 @@ std::string op_label(const c10::OperatorHandle& op) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
-}  // namespace
+// What run_lowered needs to know about an operator, worked out from its schema once rather than on every call.
+struct ArgInfo {
+  bool meta_number = false;       // a Scalar: the meta key holds its kind, not its value
+  bool meta_number_list = false;  // a ScalarList: kinds only
+  bool number = false;            // a number type (Scalar, float, optional of either): taken at run time
+  bool number_list = false;       // a list of those
+  bool writes = false;            // an inplace/out= argument
+};
 
-c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn) {
-  if (v.isTensor()) return fn(v.toTensor());
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorVector()) out.push_back(fn(t));
-    return out;
+struct OpInfo {
+  explicit OpInfo(c10::OperatorName n) : op_name(std::move(n)) {}
+  c10::OperatorName op_name;
+  std::string name;        // "aten::add.Tensor"
+  std::string short_name;  // "add.Tensor"
+  const LoweringRow* row = nullptr;
+  bool shape_from_scalars = false;  // a Scalar sets the result's shape (arange, linspace): its value is in the key
+  bool fresh_results = false;       // returns new tensors even if it writes arguments (_batch_norm_with_update)
+  std::vector<ArgInfo> args;
+  std::atomic<int64_t> lowered{0};  // calls run through the rule
+};
+
+std::mutex g_info_mu;
+std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> g_infos;
+std::vector<std::unique_ptr<OpInfo>> g_retired;  // replaced entries: recorded ops may still point at them
+
+OpInfo& op_info(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  std::lock_guard<std::mutex> lock(g_info_mu);
+  std::unique_ptr<OpInfo>& slot = g_infos[&schema];
+  if (slot && slot->op_name == schema.operator_name()) return *slot;
+  auto info = std::make_unique<OpInfo>(schema.operator_name());
+  info->name = op_label(op);
+  info->short_name = info->name.substr(info->name.rfind(':') + 1);
+  info->row = find_row(info->name);
+  info->shape_from_scalars =
+      info->name.find("arange") != std::string::npos || info->name.find("linspace") != std::string::npos;
+  info->fresh_results = !schema.returns().empty() &&
+                        std::none_of(schema.returns().begin(), schema.returns().end(),
+                                     [](const c10::Argument& r) { return r.alias_info() != nullptr; });
+  for (const c10::Argument& a : schema.arguments()) {
+    const c10::TypePtr& type = a.type();
+    ArgInfo k;
+    k.meta_number = type->kind() == c10::TypeKind::NumberType ||
+                    (type->kind() == c10::TypeKind::OptionalType &&
+                     type->containedType(0)->kind() == c10::TypeKind::NumberType);
+    k.meta_number_list =
+        type->kind() == c10::TypeKind::ListType && type->containedType(0)->kind() == c10::TypeKind::NumberType;
+    k.number = is_number_type(type);
+    k.number_list = is_number_list_type(type);
+    k.writes = a.alias_info() != nullptr && a.alias_info()->isWrite();
+    info->args.push_back(k);
   }
-  // Any tensor element, not only the first: index lists may start with None.
-  if (v.isList() && std::any_of(v.toListRef().begin(), v.toListRef().end(),
-                                [](const c10::IValue& e) { return e.isTensor(); })) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const c10::IValue& e : v.toListRef()) {
-      out.push_back(e.isTensor() ? std::optional<at::Tensor>(fn(e.toTensor())) : std::nullopt);
-    }
-    return out;
-  }
-  return v;
+  if (slot) g_retired.push_back(std::move(slot));  // a schema now gone, another registered at its address
+  slot = std::move(info);
+  return *slot;
 }
+
+}  // namespace
 
 int first_tpu_device(const std::vector<c10::IValue>& args) {
   int device = -1;
@@ -364,8 +426,13 @@ std::map<std::string, int64_t> fallback_counts() {
 }
 
 std::map<std::string, int64_t> lowered_counts() {
-  std::lock_guard<std::mutex> lock(g_counts_mu);
-  return g_lowered;
+  std::map<std::string, int64_t> out;
+  std::lock_guard<std::mutex> lock(g_info_mu);
+  for (const auto& [schema, info] : g_infos) {
+    int64_t calls = info->lowered.load(std::memory_order_relaxed);
+    if (calls > 0) out[info->name] += calls;
+  }
+  return out;
 }
 
 void count_host_op(const c10::OperatorHandle& op) { count(g_host_ops, op_label(op)); }
@@ -379,7 +446,8 @@ void reset_op_counts() {
   std::lock_guard<std::mutex> lock(g_counts_mu);
   g_host_ops.clear();
   g_fallbacks.clear();
-  g_lowered.clear();
+  std::lock_guard<std::mutex> info_lock(g_info_mu);
+  for (const auto& [schema, info] : g_infos) info->lowered.store(0, std::memory_order_relaxed);
 }
 
 namespace {
@@ -408,9 +476,9 @@ void check_safe_cast_to_outputs(const LoweringRow& row, const c10::FunctionSchem
 
 void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  std::string name = op_label(op);
-  const LoweringRow* row = find_row(name);
-  TORCH_INTERNAL_ASSERT(row != nullptr, "no lowering rule for ", name);
+  OpInfo& info = op_info(op);
+  const LoweringRow* row = info.row;
+  TORCH_INTERNAL_ASSERT(row != nullptr, "no lowering rule for ", info.name);
   size_t n = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
   if (row->prepare) row->prepare(args);
@@ -421,20 +489,16 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int device = op_device(args);
 
   // Output shapes and dtypes (and PyTorch's own argument errors) come from the meta kernels.
-  std::string key = name;
+  std::string key;
+  key.reserve(128);
+  key += info.name;
   // A Scalar argument (a number the program takes at run time) contributes its kind, not its value, so changing
   // learning rates or step sizes reuse the entry; except where a Scalar sets the result's shape (arange, linspace).
-  bool shape_from_scalars = name.find("arange") != std::string::npos || name.find("linspace") != std::string::npos;
   for (size_t i = 0; i < n; ++i) {
-    const c10::TypePtr& type = schema.arguments()[i].type();
-    bool number = type->kind() == c10::TypeKind::NumberType ||
-                  (type->kind() == c10::TypeKind::OptionalType &&
-                   type->containedType(0)->kind() == c10::TypeKind::NumberType);
-    bool number_list = type->kind() == c10::TypeKind::ListType &&
-                       type->containedType(0)->kind() == c10::TypeKind::NumberType;
-    if (number && !shape_from_scalars && (args[i].isDouble() || args[i].isInt() || args[i].isBool())) {
+    const ArgInfo& k = info.args[i];
+    if (k.meta_number && !info.shape_from_scalars && (args[i].isDouble() || args[i].isInt() || args[i].isBool())) {
       key += args[i].isDouble() ? "Nd;" : args[i].isInt() ? "Ni;" : "Nb;";
-    } else if (number_list && args[i].isList()) {  // a ScalarList (per-parameter step sizes): kinds only
+    } else if (k.meta_number_list && args[i].isList()) {  // a ScalarList (per-parameter step sizes): kinds only
       key += "NL[";
       for (const c10::IValue& e : args[i].toListRef()) {
         key += e.isDouble() ? 'd' : e.isInt() ? 'i' : e.isBool() ? 'b' : 'c';
@@ -444,17 +508,13 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       append_key(key, args[i]);
     }
   }
-  std::vector<OutType> outs;
-  bool cached = false;
+  OutTypes outs;
   {
     std::lock_guard<std::mutex> lock(g_meta_mu);
     auto it = g_meta_cache.find(key);
-    if (it != g_meta_cache.end()) {
-      outs = it->second;
-      cached = true;
-    }
+    if (it != g_meta_cache.end()) outs = it->second;
   }
-  if (!cached) {
+  if (!outs) {
     runtime_counters().meta_calls++;
     check_safe_cast_to_outputs(*row, schema, args);  // depends only on what the key holds: checked before caching
     torch::jit::Stack meta_stack;
@@ -468,62 +528,68 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         return;
       }
     }
-    outs = out_types_of(meta_stack);
+    outs = std::make_shared<const std::vector<OutType>>(out_types_of(meta_stack));
     std::lock_guard<std::mutex> lock(g_meta_mu);
     if (g_meta_cache.size() >= kMetaCacheLimit) g_meta_cache.clear();  // bounded, whatever the workload
-    g_meta_cache.emplace(key, outs);
+    g_meta_cache.emplace(std::move(key), outs);
   }
 
   // Inplace and out= overloads write into their mutable arguments; functional ones create outputs. Ops that write
   // arguments but return new tensors (_batch_norm_with_update's running statistics) have fresh results: the rule
   // updates the written arguments itself (OpContext::update_arg).
-  bool fresh_results = !schema.returns().empty() &&
-                       std::none_of(schema.returns().begin(), schema.returns().end(),
-                                    [](const c10::Argument& r) { return r.alias_info() != nullptr; });
   std::vector<at::Tensor> targets;
-  for (size_t i = 0; i < n && !fresh_results; ++i) {
-    const auto* alias = schema.arguments()[i].alias_info();
-    if (alias != nullptr && alias->isWrite()) {
-      for_each_tensor(args[i], [&](const at::Tensor& t) { targets.push_back(t); });
-    }
+  for (size_t i = 0; i < n && !info.fresh_results; ++i) {
+    if (info.args[i].writes) for_each_tensor(args[i], [&](const at::Tensor& t) { targets.push_back(t); });
   }
   // Ops that return nothing (in-place _foreach_ ops, fused optimizers) produce their written arguments' new values.
   if (schema.returns().empty()) {
-    outs.clear();
+    std::vector<OutType> written;
+    written.reserve(targets.size());
     for (const at::Tensor& t : targets) {
       OutType o;
       o.defined = true;
       o.dtype = t.scalar_type();
       o.sizes = t.sizes().vec();
-      outs.push_back(std::move(o));
+      written.push_back(std::move(o));
     }
+    outs = std::make_shared<const std::vector<OutType>>(std::move(written));
   }
-  for (size_t i = 0; i < targets.size() && i < outs.size(); ++i) {
-    if (outs[i].defined && targets[i].sizes() != c10::IntArrayRef(outs[i].sizes)) targets[i].resize_(outs[i].sizes);
+  const std::vector<OutType>& out_types = *outs;
+  for (size_t i = 0; i < targets.size() && i < out_types.size(); ++i) {
+    if (out_types[i].defined && targets[i].sizes() != c10::IntArrayRef(out_types[i].sizes)) {
+      targets[i].resize_(out_types[i].sizes);
+    }
     // As on the CPU: a write through a tensor whose elements share memory (an expand) has no defined result.
     at::assert_no_internal_overlap(targets[i]);
   }
 
   // The op as the structural cache records it (exec/graph.h): structure, snapshots of its tensors, its results.
   RecordedOp rec;
-  rec.structure = name;
+  rec.structure.reserve(key.capacity() + 64);
+  rec.structure = info.name;
   rec.structure += '(';
   for (size_t i = 0; i < n; ++i) {
-    const c10::TypePtr& type = schema.arguments()[i].type();
+    const ArgInfo& k = info.args[i];
     const c10::IValue& a = args[i];
     bool cpu_scalar = a.isTensor() && a.toTensor().defined() && a.toTensor().is_cpu();
-    bool number = (is_number_type(type) && (a.isDouble() || a.isInt() || a.isBool() || a.isComplexDouble())) ||
-                  (is_number_list_type(type) && a.isList()) || cpu_scalar;
+    bool number = (k.number && (a.isDouble() || a.isInt() || a.isBool() || a.isComplexDouble())) ||
+                  (k.number_list && a.isList()) || cpu_scalar;
     if (number) rec.number_args.push_back(static_cast<int>(i));
     if (cpu_scalar) {
       append_tensor_structure(rec.structure, a.toTensor());
     } else if (number) {
-      rec.structure += a.isList() ? "L" + std::to_string(a.toListRef().size()) + ";" : std::string("S") + a.tagKind() + ";";
+      if (a.isList()) {
+        rec.structure += 'L';
+        append_int(rec.structure, static_cast<int64_t>(a.toListRef().size()));
+      } else {
+        rec.structure += 'S';
+        rec.structure += a.tagKind();
+      }
+      rec.structure += ';';
     } else if (a.isTensor()) {
       append_tensor_structure(rec.structure, a.toTensor());
-    } else if (a.isTensorList() || (a.isList() && !a.toListRef().empty() && a.toListRef()[0].isTensor()) ||
-               (a.isList() && std::any_of(a.toListRef().begin(), a.toListRef().end(),
-                                          [](const c10::IValue& e) { return e.isTensor(); }))) {
+    } else if (a.isTensorList() || (a.isList() && std::any_of(a.toListRef().begin(), a.toListRef().end(),
+                                                              [](const c10::IValue& e) { return e.isTensor(); }))) {
       rec.structure += '[';
       for (const c10::IValue& e : a.toListRef()) {
         if (e.isTensor()) {
@@ -539,10 +605,12 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   rec.structure += ')';
   std::vector<int> target_index;  // per target: its position among rec.tensors
+  target_index.reserve(targets.size());
   rec.args.reserve(n);
+  rec.tensors.reserve(n + out_types.size());
+  rec.written.reserve(n + out_types.size());
   for (size_t i = 0; i < n; ++i) {
-    const auto* alias = schema.arguments()[i].alias_info();
-    bool writes = alias != nullptr && alias->isWrite();
+    bool writes = info.args[i].writes;
     rec.args.push_back(map_tensors(args[i], [&](const at::Tensor& t) {
       at::Tensor snap = snapshot(t);
       if (snap.defined() && !snap.is_cpu()) {
@@ -556,8 +624,10 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Results: the op's targets, or new tensors (created now, holding their values once the graph runs).
   std::vector<at::Tensor> outputs;
   std::vector<int> result_index;
-  for (size_t i = 0; i < outs.size(); ++i) {
-    if (!outs[i].defined) {
+  outputs.reserve(out_types.size());
+  result_index.reserve(out_types.size());
+  for (size_t i = 0; i < out_types.size(); ++i) {
+    if (!out_types[i].defined) {
       outputs.emplace_back();
       result_index.push_back(-1);
       continue;
@@ -567,46 +637,41 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       result_index.push_back(target_index.at(i));
       continue;
     }
-    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-    at::Tensor t = at::empty(outs[i].sizes, at::TensorOptions().dtype(outs[i].dtype).device(
-                                                c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-    if (eager_mode() == EagerMode::kFused) device_data(t.storage()).defer_booking();
-    outputs.push_back(t);
+    at::Tensor t = new_output(device, out_types[i].sizes, out_types[i].dtype);
     result_index.push_back(static_cast<int>(rec.tensors.size()));
     rec.tensors.push_back(snapshot(t));
     rec.written.push_back(true);
+    outputs.push_back(std::move(t));
   }
-  std::string short_name = name.substr(name.rfind(':') + 1);
-  rec.lower = [row, short_name, outs, result_index](TensorProgram& program, const RecordedOp& op, int node,
-                                                     OpFacts& facts) {
-    OpProgram ctx(program, short_name, op.args, outs, node, facts);
-    std::vector<Value> results = row->rule(ctx);
-    TORCH_INTERNAL_ASSERT(results.size() == outs.size(), short_name, ": rule returned ", results.size(),
-                          " values for ", outs.size(), " outputs");
+  const OpInfo* about = &info;  // lives as long as the process (in g_infos or g_retired)
+  rec.lower = [about, outs, result_index = std::move(result_index)](TensorProgram& program, const RecordedOp& op,
+                                                                     int node, OpFacts& facts) {
+    const std::string& name = about->short_name;
+    const std::vector<OutType>& types = *outs;
+    OpProgram ctx(program, name, op.args, types, node, facts);
+    std::vector<Value> results = about->row->rule(ctx);
+    TORCH_INTERNAL_ASSERT(results.size() == types.size(), name, ": rule returned ", results.size(), " values for ",
+                          types.size(), " outputs");
     for (size_t i = 0; i < results.size(); ++i) {
-      if (!outs[i].defined) continue;
+      if (!types[i].defined) continue;
       Value v = results[i];
-      if (v.type.dims != outs[i].sizes) {
-        TORCH_INTERNAL_ASSERT(v.type.numel() == outs[i].numel(), short_name, ": rule produced ", v.type.str(),
-                              " but PyTorch expects ", c10::IntArrayRef(outs[i].sizes));
-        v = ctx.b.reshape(v, outs[i].sizes);
+      if (v.type.dims != types[i].sizes) {
+        TORCH_INTERNAL_ASSERT(v.type.numel() == types[i].numel(), name, ": rule produced ", v.type.str(),
+                              " but PyTorch expects ", c10::IntArrayRef(types[i].sizes));
+        v = ctx.b.reshape(v, types[i].sizes);
       }
       program.write(op.tensors.at(static_cast<size_t>(result_index[i])), v);
     }
   };
   record_op(device, std::move(rec));
-  count(g_lowered, name);
+  info.lowered.fetch_add(1, std::memory_order_relaxed);
 
   torch::jit::drop(*stack, n);
   if (schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType) {
-    torch::jit::push(*stack, outputs);
+    torch::jit::push(*stack, std::move(outputs));
     return;
   }
-  size_t k = 0;
-  for (const auto& ret : schema.returns()) {
-    (void)ret;
-    torch::jit::push(*stack, outputs.at(k++));
-  }
+  for (size_t k = 0; k < schema.returns().size(); ++k) torch::jit::push(*stack, std::move(outputs.at(k)));
 }
 
 }  // namespace torch_tpu

@@ -4,7 +4,10 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
 #include <functional>
+#include <optional>
+#include <vector>
 
 namespace torch_tpu {
 
@@ -34,8 +37,29 @@ void record_custom_op(int device, std::string structure, const std::vector<at::T
 // A new tpu tensor for a recorded op's result (its device memory booked only once it holds a value).
 at::Tensor new_output(int device, c10::IntArrayRef sizes, at::ScalarType dtype);
 
-// `v` with every tensor in it (a tensor, a tensor list, an optional-tensor list) replaced by fn(tensor).
-c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn);
+// `v` with every tensor in it (a tensor, a tensor list, an optional-tensor list) replaced by fn(tensor). A template,
+// not a std::function: it runs for every argument of every op.
+template <class Fn>
+c10::IValue map_tensors(const c10::IValue& v, const Fn& fn) {
+  if (v.isTensor()) return fn(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    out.reserve(v.toListRef().size());
+    for (const c10::IValue& e : v.toListRef()) out.push_back(fn(e.toTensor()));
+    return out;
+  }
+  // Any tensor element, not only the first: index lists may start with None.
+  if (v.isList() && std::any_of(v.toListRef().begin(), v.toListRef().end(),
+                                [](const c10::IValue& e) { return e.isTensor(); })) {
+    c10::List<std::optional<at::Tensor>> out;
+    out.reserve(v.toListRef().size());
+    for (const c10::IValue& e : v.toListRef()) {
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(fn(e.toTensor())) : std::nullopt);
+    }
+    return out;
+  }
+  return v;
+}
 // The device index of the first tpu tensor among `args`, or -1.
 int first_tpu_device(const std::vector<c10::IValue>& args);
 

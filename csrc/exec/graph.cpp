@@ -5,6 +5,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -26,27 +27,26 @@ constexpr int kMaxDevices = 64;
 
 class FactsTable {
  public:
-  bool find(const std::string& structure, OpFacts& out) {
+  // Null when the structure was never lowered.
+  std::shared_ptr<const OpFacts> find(const std::string& structure) {
     std::shared_lock<std::shared_mutex> lock(mu_);
     auto it = facts_.find(structure);
-    if (it == facts_.end()) return false;
-    out = it->second;
-    return true;
+    return it == facts_.end() ? nullptr : it->second;
   }
   // Returns whether `facts` differ from what was known.
   bool learn(const std::string& structure, const OpFacts& facts) {
     std::unique_lock<std::shared_mutex> lock(mu_);
     auto it = facts_.find(structure);
-    if (it != facts_.end() && it->second == facts) return false;
+    if (it != facts_.end() && *it->second == facts) return false;
     if (facts_.size() >= kLimit) facts_.clear();  // bounded, whatever the workload
-    facts_[structure] = facts;
+    facts_[structure] = std::make_shared<const OpFacts>(facts);
     return true;
   }
 
  private:
   static constexpr size_t kLimit = 16384;
   std::shared_mutex mu_;
-  std::unordered_map<std::string, OpFacts> facts_;
+  std::unordered_map<std::string, std::shared_ptr<const OpFacts>> facts_;
 };
 
 FactsTable& facts_table() {
@@ -191,8 +191,15 @@ SeenNodes& seen_nodes() {
 
 // ---- A recorded graph ---------------------------------------------------------------------------------------------
 
-void Recording::add(RecordedOp op, const OpFacts& f, bool mark_membership) {
-  append_node_key(key, op, f);
+void Recording::add(RecordedOp op, const std::string& node_key, bool updates_args, bool mark_membership) {
+  if (ops.empty() && mark_membership) {  // an open graph: sized as the last one, not grown by reallocation
+    const RecordingSize& last = last_recording_size();
+    key.reserve(last.key.load(std::memory_order_relaxed));
+    ops.reserve(last.ops.load(std::memory_order_relaxed));
+    slots.reserve(last.slots.load(std::memory_order_relaxed));
+    slot_of.reserve(last.slots.load(std::memory_order_relaxed));
+  }
+  key += node_key;
   for (size_t i = 0; i < op.tensors.size(); ++i) {
     const at::Tensor& t = op.tensors[i];
     DeviceData* data = &device_data(t.storage());
@@ -207,19 +214,20 @@ void Recording::add(RecordedOp op, const OpFacts& f, bool mark_membership) {
     }
     Slot& s = slots[static_cast<size_t>(index)];
     s.snapshots++;
-    bool writes = op.written[i] || f.updates_args;
+    bool writes = op.written[i] || updates_args;
     s.written = s.written || writes;
     if (mark_membership) {
       int m = writes ? DeviceData::kWritten : DeviceData::kRead;
       if (data->membership() < m) data->set_membership(m);
     }
-    key += '#';
-    key += std::to_string(index);
-    key += writes ? 'w' : 'r';
+    char digits[16];
+    digits[0] = '#';
+    char* end = std::to_chars(digits + 1, digits + sizeof(digits) - 1, index).ptr;
+    *end++ = writes ? 'w' : 'r';
+    key.append(digits, end);
   }
   key += '\n';
   ops.push_back(std::move(op));
-  facts.push_back(f);
 }
 
 void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* facts_changed) {
@@ -244,8 +252,19 @@ void reset_membership(const Recording& rec) {
   }
 }
 
+RecordingSize& last_recording_size() {
+  static RecordingSize size;
+  return size;
+}
+
 // Runs a recording: from the structural cache when its key is known, else lowered (and then remembered).
 void run_recording(int device, Recording& rec) {
+  if (rec.ops.size() > 1) {  // one-op recordings (strict mode) are not worth reserving for
+    RecordingSize& size = last_recording_size();
+    size.key.store(rec.key.size(), std::memory_order_relaxed);
+    size.ops.store(rec.ops.size(), std::memory_order_relaxed);
+    size.slots.store(rec.slots.size(), std::memory_order_relaxed);
+  }
   for (const Slot& s : rec.slots) {
     if (s.data == nullptr) {
       reset_membership(rec);
@@ -363,11 +382,13 @@ void run_recording(int device, Recording& rec) {
 namespace {
 
 // Whether `op` can be recorded without lowering: its structure and its baked numbers were lowered before.
-bool known_op(const RecordedOp& op, OpFacts& facts) {
-  if (!facts_table().find(op.structure, facts)) return false;
-  std::string key;
-  append_node_key(key, op, facts);
-  return seen_nodes().contains(key);
+// `node_key` and `facts` are set when it can.
+bool known_op(const RecordedOp& op, std::string& node_key, std::shared_ptr<const OpFacts>& facts) {
+  facts = facts_table().find(op.structure);
+  if (!facts) return false;
+  node_key.reserve(op.structure.size() + 16);
+  append_node_key(node_key, op, *facts);
+  return seen_nodes().contains(node_key);
 }
 
 // ---- The open graph of each device -------------------------------------------------------------------------------
@@ -486,8 +507,9 @@ int64_t graph_node_limit() { return g_node_limit.load(); }
 
 void record_op(int device, RecordedOp op) {
   runtime_counters().graph_nodes++;
-  OpFacts facts;
-  bool known = known_op(op, facts);
+  std::string node_key;
+  std::shared_ptr<const OpFacts> facts;
+  bool known = known_op(op, node_key, facts);
   if (eager_mode() != EagerMode::kFused) {
     if (!known) {  // a new structure: lowered now, so its errors surface here
       TensorProgram program(device);
@@ -496,7 +518,7 @@ void record_op(int device, RecordedOp op) {
       return;
     }
     Recording rec;
-    rec.add(std::move(op), facts, /*mark_membership=*/false);
+    rec.add(std::move(op), node_key, facts->updates_args, /*mark_membership=*/false);
     run_recording(device, rec);
     return;
   }
@@ -505,7 +527,7 @@ void record_op(int device, RecordedOp op) {
   ++g.building;
   try {
     if (known && !g.program) {
-      g.recording.add(std::move(op), facts, /*mark_membership=*/true);
+      g.recording.add(std::move(op), node_key, facts->updates_args, /*mark_membership=*/true);
     } else {
       TensorProgram& program = lowering_program(device, g);
       lower_op(program, op, g.lowered++);

@@ -2,6 +2,7 @@
 // device's open graph (exec/graph.cpp) and by compiled-graph capture (exec/replay.cpp).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -22,15 +23,23 @@ struct Slot {
 
 struct Recording {
   std::vector<RecordedOp> ops;
-  std::vector<OpFacts> facts;  // per op, as known when recorded
   std::string key;
   std::unordered_map<const void*, int> slot_of;
   std::vector<Slot> slots;
 
   bool empty() const { return ops.empty(); }
-  // Appends `op`; `mark_membership`: its storages are marked as read or written by the open graph.
-  void add(RecordedOp op, const OpFacts& f, bool mark_membership);
+  // Appends `op` with its node key (its structure and baked numbers); `updates_args`: it writes arguments its
+  // schema does not mark as written; `mark_membership`: its storages are marked as read or written by the open graph.
+  void add(RecordedOp op, const std::string& node_key, bool updates_args, bool mark_membership);
 };
+
+// The sizes of the last recording run, to reserve the next one's (steps of a training loop record alike).
+struct RecordingSize {
+  std::atomic<size_t> key{0};
+  std::atomic<size_t> ops{0};
+  std::atomic<size_t> slots{0};
+};
+RecordingSize& last_recording_size();
 
 // Lowers one recorded op into `program` as op number `node`, learning its facts (sets *facts_changed when they
 // differ from what was known).
