@@ -5,6 +5,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/clone_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -15,7 +16,9 @@
 #include "backend/storage.h"
 #include "exec/state.h"
 #include "backend/lowered_op.h"
+#include "exec/device_data.h"
 #include "exec/graph.h"
+#include "exec/sync.h"
 #include "exec/tensor_program.h"
 #include "lowering/op_context.h"
 #include "lowering/views.h"
@@ -201,6 +204,14 @@ at::Tensor tpu_efficientzerotensor(c10::IntArrayRef size, std::optional<at::Scal
   return at::zeros(size, at::TensorOptions().dtype(dtype).device(device));
 }
 
+// PyTorch's own clone (an empty_like and a copy_), except that in fused mode the result is booked only once the
+// graph gives it contents, as every op's result is: a copy made for a reshape that dies inside the graph never
+// counts towards memory_allocated() or its peak.
+at::Tensor tpu_clone(const at::Tensor& self, std::optional<c10::MemoryFormat> memory_format) {
+  DeferredBooking deferred(eager_mode() == EagerMode::kFused);
+  return at::native::clone(self, memory_format);
+}
+
 bool schema_exists(const std::string& name) {
   auto dot = name.find('.');
   std::string base = dot == std::string::npos ? name : name.substr(0, dot);
@@ -222,6 +233,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unfold", TORCH_FN(at::native::unfold));
   m.impl("resize_", TORCH_FN(tpu_resize_));
   m.impl("copy_", TORCH_FN(tpu_copy_));
+  m.impl("clone", TORCH_FN(tpu_clone));
   m.impl("_copy_from", TORCH_FN(tpu_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(tpu_copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(tpu_local_scalar_dense));

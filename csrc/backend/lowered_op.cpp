@@ -405,10 +405,9 @@ void record_custom_op(int device, std::string structure, const std::vector<at::T
 
 at::Tensor new_output(int device, c10::IntArrayRef sizes, at::ScalarType dtype) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype).device(c10::DeviceType::PrivateUse1,
-                                                                        static_cast<c10::DeviceIndex>(device)));
-  if (eager_mode() == EagerMode::kFused) device_data(t.storage()).defer_booking();
-  return t;
+  DeferredBooking deferred(eager_mode() == EagerMode::kFused);
+  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(c10::DeviceType::PrivateUse1,
+                                                                 static_cast<c10::DeviceIndex>(device)));
 }
 
 void record_same_device_copy(const at::Tensor& self, const at::Tensor& src) {

@@ -59,16 +59,17 @@ void account(int device, int64_t nbytes, bool alloc) {
   book(c, nbytes, alloc);
 }
 
-// Books `nbytes` on `device` if they fit in `capacity` next to what is allocated; otherwise counts an OOM and throws
-// torch.OutOfMemoryError at this allocation (as CUDA's caching allocator does), leaving the statistics unchanged.
-void reserve(int device, int64_t nbytes, int64_t capacity) {
+// Books `nbytes` on `device` (unless `deferred`: then only checks) if they fit in `capacity` next to what is
+// allocated; otherwise counts an OOM and throws torch.OutOfMemoryError at this allocation (as CUDA's caching
+// allocator does), leaving the statistics unchanged.
+void reserve(int device, int64_t nbytes, int64_t capacity, bool deferred) {
   auto& c = counters()[device];
   int64_t in_use = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     in_use = c.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
     if (nbytes <= capacity - in_use) {
-      book(c, nbytes, true);
+      if (!deferred) book(c, nbytes, true);
       return;
     }
     c.stats.num_ooms++;
@@ -174,16 +175,18 @@ int64_t TpuAllocator::device_capacity(int device) {
 c10::DataPtr TpuAllocator::allocate(size_t nbytes) {
   int device = current_device();
   check_device_index(device);
-  reserve(device, static_cast<int64_t>(nbytes), device_capacity(device));
+  const bool deferred = DeferredBooking::active();  // a result of the open graph: booked once it has contents
+  reserve(device, static_cast<int64_t>(nbytes), device_capacity(device), deferred);
   // Reserve (never commit) an address range: unique data_ptr()s that fault if anything dereferences them.
   size_t reserved = nbytes == 0 ? 1 : nbytes;
   auto [address, mapped] = address_space().take(reserved);
   if (address == nullptr) {
-    account(device, static_cast<int64_t>(nbytes), false);
+    if (!deferred) account(device, static_cast<int64_t>(nbytes), false);
     TORCH_CHECK_WITH(OutOfMemoryError, false, "TPU out of memory: could not reserve ", nbytes,
                      " bytes of address space on tpu:", device);
   }
   auto* a = new Allocation(device, static_cast<int64_t>(nbytes), address, reserved, mapped);
+  if (deferred) a->start_unbooked();
   register_device_address(address, nbytes, a);
   return {address, static_cast<DeviceData*>(a), &delete_allocation,
           c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))};

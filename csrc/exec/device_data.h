@@ -72,10 +72,9 @@ class DeviceData {
 
   // Memory accounting (the allocator's statistics). A storage created inside the open graph is booked only when it
   // gets device contents: one that dies before the graph runs never occupied device memory.
-  void defer_booking() {
-    if (!unbooked_.exchange(true)) book_bytes(false);
-  }
   bool booked() const { return !unbooked_.load(); }
+  // For the allocator: a storage made under DeferredBooking starts unbooked (it was never counted).
+  void start_unbooked() { unbooked_.store(true); }
   // Whether the device's open graph refers to this storage: not at all, reads it, or writes it (pending).
   static constexpr int kNone = 0, kRead = 1, kWritten = 2;
   void set_membership(int m) { membership_.store(m); }
@@ -90,6 +89,22 @@ class DeviceData {
   std::atomic<bool> unbooked_{false};
   mutable std::mutex mu_;
   std::shared_ptr<Buffer> buffer_;
+};
+
+// While one is alive on a thread (and `on`), the tpu storages the thread allocates start unbooked: results of the
+// open graph, which occupy device memory only once the graph gives them contents, never count towards the
+// allocator's statistics (or its peak) before that.
+class DeferredBooking {
+ public:
+  explicit DeferredBooking(bool on) : saved_(active_) { active_ = saved_ || on; }
+  ~DeferredBooking() { active_ = saved_; }
+  DeferredBooking(const DeferredBooking&) = delete;
+  DeferredBooking& operator=(const DeferredBooking&) = delete;
+  static bool active() { return active_; }
+
+ private:
+  inline static thread_local bool active_ = false;
+  bool saved_;
 };
 
 // The allocator records the address range of every live allocation, so a storage that wraps a tpu data_ptr() in a

@@ -228,9 +228,9 @@ void TensorProgram::write(const at::Tensor& target, const Value& value) {
 
 at::Tensor TensorProgram::output(const Value& value, at::ScalarType dtype) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
+  DeferredBooking deferred(open_graph_);
   at::Tensor t = at::empty(value.type.dims, at::TensorOptions().dtype(dtype).device(
                                                  c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
-  if (open_graph_) device_data(t.storage()).defer_booking();
   write(t, value);
   return t;
 }

@@ -126,6 +126,25 @@ def test_fused_dead_temporaries_lower_peak_memory():
     assert fused <= strict, (fused, strict)
 
 
+def test_fused_dead_intermediates_are_never_booked():
+    """Only storages alive when the graph runs count towards the allocator's statistics: the intermediates, and the
+    copy a reshape of a transposed tensor makes, add nothing to memory_allocated() or its peak."""
+    x = torch.randn(64, 32).to("tpu")
+    torch.tpu.synchronize()
+    gc.collect()
+    torch.tpu.reset_peak_memory_stats()
+    base = torch.tpu.memory_allocated()
+    with torch_tpu.eager_mode("fused"):
+        y = (x * 2).t().reshape(-1)  # a clone: the view cannot be flattened
+        s = (y.relu() + 1).sum()
+        del y
+        assert torch.tpu.memory_allocated() == base  # nothing has contents before the graph runs
+        got = s.cpu()
+    xc = x.cpu()
+    torch.testing.assert_close(got, ((xc * 2).t().reshape(-1).relu() + 1).sum())
+    assert torch.tpu.max_memory_allocated() - base == s.untyped_storage().nbytes()
+
+
 def test_fused_index_error_reported_at_sync():
     emb = nn.Embedding(5, 3).to("tpu")
     with torch_tpu.eager_mode("fused"):
