@@ -1,5 +1,6 @@
-// Runs one ATen op on tpu tensors through its lowering rule: output types from PyTorch's meta kernels, one
-// program per op (cached by its text), results written into new tensors or the op's inplace/out= targets.
+// Runs one ATen op on tpu tensors through its lowering rule: output types from PyTorch's meta kernels (cached by
+// schema and argument types), the op recorded as a node of the device's graph (exec/graph.h), results written into
+// new tensors or the op's inplace/out= targets.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
