@@ -41,6 +41,14 @@ void append_int(std::string& s, int64_t v) {
   s.append(buf, res.ptr);
 }
 
+// Appends ",d0,d1,..." for a tensor's sizes or strides.
+void append_dims(std::string& s, c10::IntArrayRef dims) {
+  for (int64_t d : dims) {
+    s += ',';
+    append_int(s, d);
+  }
+}
+
 template <class Fn>
 void for_each_tensor(const c10::IValue& v, const Fn& fn) {
   if (v.isTensor()) {
@@ -106,10 +114,7 @@ void append_key(std::string& key, const c10::IValue& v) {
     append_int(key, static_cast<int>(t.scalar_type()));
     key += t.is_cpu() ? 'c' : 'd';
     if (t.unsafeGetTensorImpl()->is_wrapped_number()) key += 'w';
-    for (int64_t d : t.sizes()) {
-      key += ',';
-      append_int(key, d);
-    }
+    append_dims(key, t.sizes());
     key += ';';
   } else if (v.isTensorList() || v.isList()) {
     key += '[';
@@ -280,15 +285,9 @@ void append_tensor_structure(std::string& key, const at::Tensor& t) {
     key += t.unsafeGetTensorImpl()->is_wrapped_number() ? "cw" : "c";
   } else {
     key += 'd';
-    for (int64_t d : t.sizes()) {
-      key += ',';
-      append_int(key, d);
-    }
+    append_dims(key, t.sizes());
     key += '/';
-    for (int64_t d : t.strides()) {
-      key += ',';
-      append_int(key, d);
-    }
+    append_dims(key, t.strides());
     key += '@';
     append_int(key, t.storage_offset());
     key += '^';
