@@ -205,6 +205,10 @@ Value HloBuilder::constant_values(const std::vector<double>& values, ElementType
 
 Value HloBuilder::convert(const Value& v, ElementType dtype) {
   if (v.type.dtype == dtype) return v;
+  return elementwise({v}, [&](const std::vector<Value>& o, const std::vector<int64_t>&) { return convert_now(o[0], dtype); });
+}
+
+Value HloBuilder::convert_now(const Value& v, ElementType dtype) {
   // Float -> narrow integer goes through s64 so out-of-range values wrap as a C cast does on the CPU, instead of
   // saturating as XLA's convert would.
   bool narrow_int = (is_signed_integer(dtype) || is_unsigned_integer(dtype)) && element_size(dtype) < 8;
@@ -226,12 +230,28 @@ Value HloBuilder::reshape(const Value& v, const std::vector<int64_t>& dims) {
   if (t.numel() != v.type.numel()) {
     fail(ErrorCode::kInvalidArgument, "hlo.reshape", "cannot reshape " + v.type.str() + " to " + t.str());
   }
-  return op1("stablehlo.reshape", {v}, t);
+  if (!bodies_.empty()) return op1("stablehlo.reshape", {v}, t);
+  Value source = v;
+  if (const Origin* o = origin_of(v)) {
+    if (o->scalar_broadcast) return broadcast_in_dim(o->source, dims, {});
+    source = o->source;  // a reshape of a reshape is one reshape
+    if (source.type.dims == dims) return source;
+  }
+  Value r = op1("stablehlo.reshape", {source}, t);
+  origins_[r.name] = Origin{source, false};
+  return r;
 }
 
 Value HloBuilder::broadcast_in_dim(const Value& v, const std::vector<int64_t>& dims,
                                    const std::vector<int64_t>& mapping) {
-  return op1("stablehlo.broadcast_in_dim", {v}, {v.type.dtype, dims}, "broadcast_dimensions = " + i64_array(mapping));
+  bool identity = dims == v.type.dims;
+  for (size_t i = 0; identity && i < mapping.size(); ++i) identity = mapping[i] == static_cast<int64_t>(i);
+  if (identity) return v;
+  const Origin* o = bodies_.empty() ? origin_of(v) : nullptr;
+  if (o != nullptr && o->scalar_broadcast) return broadcast_in_dim(o->source, dims, {});
+  Value r = op1("stablehlo.broadcast_in_dim", {v}, {v.type.dtype, dims}, "broadcast_dimensions = " + i64_array(mapping));
+  if (bodies_.empty() && v.type.rank() == 0) origins_[r.name] = Origin{v, true};
+  return r;
 }
 
 Value HloBuilder::broadcast_to(const Value& v, const std::vector<int64_t>& dims) {
@@ -283,18 +303,58 @@ Value HloBuilder::iota(const TensorType& type, int64_t dim) {
   return op1("stablehlo.iota", {}, type, "iota_dimension = " + std::to_string(dim) + " : i64");
 }
 
-Value HloBuilder::unary(const std::string& name, const Value& v) { return op1(name, {v}, v.type); }
+const HloBuilder::Origin* HloBuilder::origin_of(const Value& v) const {
+  auto it = origins_.find(v.name);
+  return it == origins_.end() ? nullptr : &it->second;
+}
 
-Value HloBuilder::binary(const std::string& name, const Value& a, const Value& b) { return op1(name, {a, b}, a.type); }
+// An elementwise op commutes with a reshape of all its operands and with a broadcast of a scalar: when every
+// operand of @main is a reshape of a value of one shape S or a broadcast scalar, the op is emitted on S (or on the
+// scalars) and its result reshaped (broadcast) back. Storages are flat buffers, so an update of a 2-D parameter
+// otherwise computes reshape(f(reshape(p))): XLA-CPU then fuses the reshape into the kernel, cannot write the
+// result into the donated buffer, and writes a fresh temporary (page faults each run) plus a copy; in-place updates
+// of 2-D tensors ran 10x slower than of 1-D ones. The values are bit-identical either way.
+Value HloBuilder::elementwise(const std::vector<Value>& operands, const Emit& emit) {
+  const std::vector<int64_t>& dims = operands.at(0).type.dims;
+  if (!bodies_.empty()) return emit(operands, dims);
+  bool all_scalar = true;
+  const std::vector<int64_t>* shape = nullptr;
+  for (const Value& v : operands) {
+    const Origin* o = origin_of(v);
+    if (o != nullptr && o->scalar_broadcast) continue;
+    all_scalar = false;
+    if (o == nullptr || (shape != nullptr && *shape != o->source.type.dims)) return emit(operands, dims);
+    shape = &o->source.type.dims;
+  }
+  std::vector<Value> sources;
+  for (const Value& v : operands) {
+    const Origin* o = origin_of(v);
+    sources.push_back(o->scalar_broadcast && !all_scalar ? broadcast_in_dim(o->source, *shape, {}) : o->source);
+  }
+  if (all_scalar) return broadcast_in_dim(emit(sources, {}), dims, {});
+  std::vector<int64_t> source_dims = *shape;  // origins_ may rehash while emitting
+  return reshape(emit(sources, source_dims), dims);
+}
+
+Value HloBuilder::unary(const std::string& name, const Value& v) {
+  return elementwise({v}, [&](const std::vector<Value>& o, const std::vector<int64_t>&) { return op1(name, o, o[0].type); });
+}
+
+Value HloBuilder::binary(const std::string& name, const Value& a, const Value& b) {
+  return elementwise({a, b}, [&](const std::vector<Value>& o, const std::vector<int64_t>&) { return op1(name, o, o[0].type); });
+}
 
 Value HloBuilder::compare(CompareDirection dir, const Value& a, const Value& b) {
-  return op1("stablehlo.compare", {a, b}, {ElementType::kPred, a.type.dims},
-             std::string("comparison_direction = #stablehlo<comparison_direction ") + direction_name(dir) +
-                 ">, compare_type = #stablehlo<comparison_type " + compare_type(a.type.dtype) + ">");
+  std::string attrs = std::string("comparison_direction = #stablehlo<comparison_direction ") + direction_name(dir) +
+                      ">, compare_type = #stablehlo<comparison_type " + compare_type(a.type.dtype) + ">";
+  return elementwise({a, b}, [&](const std::vector<Value>& o, const std::vector<int64_t>& d) {
+    return op1("stablehlo.compare", o, {ElementType::kPred, d}, attrs);
+  });
 }
 
 Value HloBuilder::select(const Value& pred, const Value& on_true, const Value& on_false) {
-  return op1("stablehlo.select", {pred, on_true, on_false}, on_true.type);
+  return elementwise({pred, on_true, on_false},
+                     [&](const std::vector<Value>& o, const std::vector<int64_t>&) { return op1("stablehlo.select", o, o[1].type); });
 }
 
 Value HloBuilder::dot_general(const Value& a, const Value& b, const std::vector<int64_t>& lhs_batch,

@@ -6,6 +6,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/element_type.h"
@@ -91,6 +92,18 @@ class HloBuilder {
 
  private:
   std::string fresh();
+
+  // Reshapes and scalar broadcasts sink below elementwise ops (see builder.cpp): how a value of @main was made.
+  struct Origin {
+    Value source;
+    bool scalar_broadcast = false;  // a broadcast of the 0-d `source`; else a reshape of `source`
+  };
+  using Emit = std::function<Value(const std::vector<Value>& operands, const std::vector<int64_t>& dims)>;
+  const Origin* origin_of(const Value& v) const;
+  Value elementwise(const std::vector<Value>& operands, const Emit& emit);
+  Value convert_now(const Value& v, ElementType dtype);
+
+  std::unordered_map<std::string, Origin> origins_;
 
   int next_id_ = 0;
   std::vector<std::pair<TensorType, int>> args_;

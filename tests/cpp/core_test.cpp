@@ -95,6 +95,44 @@ void test_builder_text() {
   expect(scalar_literal(INFINITY, ElementType::kF32) == "0x7F800000", "inf literal");
   expect(scalar_literal(-INFINITY, ElementType::kBF16) == "0xFF80", "bf16 -inf literal");
 }
+
+// A storage update as a fused graph writes it: reshape(f(reshape(flat), scalar), flat). The elementwise ops must be
+// emitted on the flat shape (the reshapes and the scalar broadcast sink below them), so XLA can write the result
+// into the donated buffer; the values must be those of the 2-D computation.
+void test_elementwise_sinks_reshapes(const Client& client, CompileCache& cache) {
+  HloBuilder b;
+  Value flat = b.arg({ElementType::kF32, {6}}, 0);
+  Value other = b.arg({ElementType::kF32, {6}});
+  Value s = b.arg({ElementType::kF32, {}});
+  Value x = b.reshape(flat, {2, 3});
+  Value y = b.reshape(other, {2, 3});
+  Value scale = b.broadcast_in_dim(b.unary("stablehlo.abs", s), {2, 3}, {});
+  Value z = b.select(b.compare(CompareDirection::kLt, x, y), b.binary("stablehlo.multiply", x, scale), y);
+  Value out = b.reshape(b.convert(b.convert(z, ElementType::kF64), ElementType::kF32), {6});
+  std::string text = b.build({out});
+  auto flat_line = [&text](const std::string& op) {  // the line of `op` yields the flat shape
+    size_t at = text.find("\"stablehlo." + op + "\"");
+    if (at == std::string::npos) return false;
+    std::string line = text.substr(at, text.find('\n', at) - at);
+    return line.find("-> tensor<6x") != std::string::npos;
+  };
+  expect(flat_line("multiply") && flat_line("compare") && flat_line("select") && flat_line("convert"),
+         "elementwise ops on reshapes of one shape are emitted on that shape");
+  expect(text.find("\"func.return\"(%13)") != std::string::npos && text.find("%13 = \"stablehlo.convert\"") != std::string::npos,
+         "the reshape back to the flat shape is the flat value itself");
+  expect(text.find("\"stablehlo.abs\"(%arg2) : (tensor<f32>) -> tensor<f32>") != std::string::npos,
+         "an elementwise op of a broadcast scalar is emitted on the scalar");
+  std::vector<float> a = {1, 5, -2, 4, 0, 7}, c = {2, 3, -1, 4, 1, 6};
+  float scalar = -3;
+  auto ba = client.buffer_from_host(a.data(), ElementType::kF32, {6}, {}, 0);
+  auto bc = client.buffer_from_host(c.data(), ElementType::kF32, {6}, {}, 0);
+  auto bs = client.buffer_from_host(&scalar, ElementType::kF32, {}, {}, 0);
+  ExecuteResult r = cache.get_or_compile(text)->execute({ba.get(), bc.get(), bs.get()}, client.device(0).raw);
+  r.done.await();
+  std::vector<float> got(6);
+  r.outputs[0]->to_host(got.data(), sizeof(float) * 6);
+  expect(got == std::vector<float>({3, 3, -6, 4, 0, 6}), "sunk elementwise program values");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +149,7 @@ int main(int argc, char** argv) {
     test_round_trip(*client);
     test_add_program(*client, cache);
     test_malformed_program(cache);
+    test_elementwise_sinks_reshapes(*client, cache);
   }
   expect(runtime_counters().live_buffers == 0, "no live buffers after the tests");
   expect(runtime_counters().live_executables == 0, "no live executables after the tests");
