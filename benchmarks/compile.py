@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from report import write_report
 from torch.nn import functional as F
 
 import torch_tpu
@@ -170,10 +171,7 @@ def main() -> None:
             "one program (less peak memory: activations never leave it). Both are bound by XLA-CPU's kernels here."
         ),
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":

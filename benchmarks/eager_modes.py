@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from report import write_report
 from torch import nn
 from torch.nn import functional as F
 
@@ -247,10 +248,7 @@ def main() -> None:
     lines += ["", "Per-op dispatch, `x + y` on 64x64 float32 (µs per op, including execution):", ""]
     lines += ["| CPU eager | debug | strict | fused |", "|---|---|---|---|"]
     lines.append(" | ".join(f"{micro[m]:.1f}" for m in ("cpu", "debug", "strict", "fused")).join(["| ", " |"]))
-    text = "\n".join(lines) + "\n"
-    print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from report import write_report
 from torch import nn
 from torch.nn import functional as F
 
@@ -163,10 +164,7 @@ def main() -> None:
     for n in (4, 16384, 131072, 1048576):
         cost = _kernel_cost(n, 10 if args.quick else 60)
         lines.append(f"| {n} | {cost['cpu']:.1f} | {cost['tpu']:.1f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":
