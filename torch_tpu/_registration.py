@@ -50,5 +50,7 @@ def register() -> None:
             rt = None  # device_count() stays 0; torch_tpu.runtime.status() says why
         if rt is not None:
             _C._backend_init(rt.client, rt.cache, [d["index"] for d in rt.devices])
+            if cfg.host_kernels and rt.client.platform_name == "cpu":
+                _C._enable_host_kernels(rt.client)  # False (XLA's own ops stay) when the plugin lacks FFI
             _C._register_fork_handler()  # forked children re-run torch.tpu._lazy_init, which raises there
         _done = True

@@ -14,6 +14,7 @@
 | TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes (gloo: not via shm) | 1                  |
 | TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
 | TORCH_TPU_COMPILE_REPLAY | torch.compile graphs rerun their captured program           | 1                  |
+| TORCH_TPU_HOST_KERNELS   | XLA-CPU: large matmuls/convs call torch's CPU kernels (FFI) | 0                  |
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Config:
     dist_cpu_zero_copy: bool = True
     program_cache: int = 256
     compile_replay: bool = True
+    host_kernels: bool = False
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -98,6 +100,7 @@ def load(env: dict[str, str] | None = None) -> Config:
         dump_dir=os.path.expanduser(e["TORCH_TPU_DUMP_DIR"]) if e.get("TORCH_TPU_DUMP_DIR") else None,
         program_cache=_program_cache(e.get("TORCH_TPU_PROGRAM_CACHE")),
         compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
+        host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
     )
 
 

@@ -273,7 +273,14 @@ Value HloBuilder::transpose(const Value& v, const std::vector<int64_t>& permutat
     dims.push_back(v.type.dims[permutation[i]]);
   }
   if (identity) return v;
-  return op1("stablehlo.transpose", {v}, {v.type.dtype, dims}, "permutation = " + i64_array(permutation));
+  Value r = op1("stablehlo.transpose", {v}, {v.type.dtype, dims}, "permutation = " + i64_array(permutation));
+  if (bodies_.empty()) transposes_[r.name] = Transposed{v, permutation};
+  return r;
+}
+
+const HloBuilder::Transposed* HloBuilder::transposed(const Value& v) const {
+  auto it = transposes_.find(v.name);
+  return it == transposes_.end() ? nullptr : &it->second;
 }
 
 Value HloBuilder::slice(const Value& v, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,

@@ -69,6 +69,13 @@ class HloBuilder {
   // Numpy-style broadcast (trailing dimensions aligned) of `v` to `dims`.
   Value broadcast_to(const Value& v, const std::vector<int64_t>& dims);
   Value transpose(const Value& v, const std::vector<int64_t>& permutation);
+  // How a value of @main was made by transpose (nullptr if it was not): a consumer that can read the source in the
+  // transposed order (a host GEMM) uses the source and leaves the transpose dead.
+  struct Transposed {
+    Value source;
+    std::vector<int64_t> permutation;
+  };
+  const Transposed* transposed(const Value& v) const;
   Value slice(const Value& v, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
               const std::vector<int64_t>& strides = {});
   Value concatenate(const std::vector<Value>& values, int64_t dim);
@@ -104,6 +111,7 @@ class HloBuilder {
   Value convert_now(const Value& v, ElementType dtype);
 
   std::unordered_map<std::string, Origin> origins_;
+  std::unordered_map<std::string, Transposed> transposes_;
 
   int next_id_ = 0;
   std::vector<std::pair<TensorType, int>> args_;

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "lowering/host_kernels.h"
 #include "lowering/op_context.h"
 
 namespace torch_tpu {
@@ -31,6 +32,9 @@ Value batched_dot(HloBuilder& b, const Value& x, const Value& y, int64_t cx, int
   std::vector<int64_t> dims(x.type.dims.begin(), x.type.dims.end() - 2);
   dims.push_back(x.type.dims[cx == n - 1 ? n - 2 : n - 1]);
   dims.push_back(y.type.dims[cy == n - 1 ? n - 2 : n - 1]);
+  int64_t macs = x.type.dims[cx];
+  for (int64_t d : dims) macs *= d;
+  if (host_gemm(x.type.dtype, macs)) return host_matmul(b, x, y, cx == n - 2, cy == n - 1);
   return b.dot_general(x, y, batch, batch, {cx}, {cy}, {x.type.dtype, dims});
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "lowering/host_kernels.h"
 #include "lowering/op_context.h"
 #include "lowering/pooling.h"
 
@@ -211,6 +212,27 @@ ConvParams conv_params(OpContext& c, size_t first, size_t nd) {  // stride, padd
   return p;
 }
 
+// On XLA-CPU a plain float32/float64 convolution and its gradients are torch's CPU kernels (lowering/host_kernels.h).
+// Its size is the output's elements times the multiply-adds of one (C/groups x kernel): `out` and `w` dims.
+bool on_host(ElementType t, bool transposed, const Ints& out, const Ints& w) {
+  int64_t macs = 1;
+  for (int64_t d : out) macs *= d;
+  for (size_t i = 1; i < w.size(); ++i) macs *= w[i];
+  return host_kernels() && !transposed && macs >= host_kernel_min_macs() &&
+         (t == ElementType::kF32 || t == ElementType::kF64);
+}
+
+Value host_conv(HloBuilder& b, const char* target, const V& operands, const TensorType& out, const ConvParams& p) {
+  std::string params;
+  for (const Ints* part : {&p.stride, &p.padding, &p.dilation}) {
+    for (int64_t v : *part) params += std::to_string(v) + ", ";
+  }
+  params += std::to_string(p.groups);
+  return b.op1("stablehlo.custom_call", operands, out,
+               std::string("call_target_name = \"") + target +
+                   "\", api_version = 4 : i32, backend_config = {params = array<i64: " + params + ">}");
+}
+
 Value add_bias(HloBuilder& b, const Value& y, const Value& bias) {
   return b.binary("stablehlo.add", y, b.broadcast_in_dim(b.convert(bias, y.type.dtype), y.type.dims, {1}));
 }
@@ -226,7 +248,9 @@ V convolution_rule(OpContext& c) {
   ElementType t = accumulation_type(o.dtype);
   x = c.b.convert(x, t);
   w = c.b.convert(w, t);
-  Value y = c.flag(6) ? conv_adjoint(c.b, x, w, p, o.dims) : conv_forward(c.b, x, w, p);
+  Value y = on_host(t, c.flag(6), o.dims, w.type.dims) ? host_conv(c.b, "torch_tpu.conv", {x, w}, {t, o.dims}, p)
+            : c.flag(6)           ? conv_adjoint(c.b, x, w, p, o.dims)
+                                  : conv_forward(c.b, x, w, p);
   // An absent bias can arrive as an undefined tensor rather than None.
   bool has_bias = c.has(2) && (!c.is_tensor(2) || c.arg(2).toTensor().defined());
   if (has_bias) y = add_bias(c.b, y, c.tensor(2));
@@ -246,7 +270,10 @@ LoweringRule convolution_backward_rule(size_t shift) {
     std::vector<bool> mask = c.arg(10 - shift).toBoolList().vec();
     // Unrequested gradients are undefined outputs (no meta type); their slots hold a placeholder the kernel drops.
     V out(3, c.b.constant(0, g.type.dtype));
-    if (mask[0]) {
+    bool host = on_host(t, transposed, g.type.dims, w.type.dims);
+    if (mask[0] && host) {
+      out[0] = host_conv(c.b, "torch_tpu.conv_input_grad", {g, x, w}, x.type, p);
+    } else if (mask[0]) {
       if (transposed) {
         // output_padding may reach past the stride (it only has to stay below stride or dilation): the plain
         // convolution then yields extra trailing positions that no input element produced.
@@ -256,7 +283,9 @@ LoweringRule convolution_backward_rule(size_t shift) {
         out[0] = conv_adjoint(c.b, g, w, p, x.type.dims);
       }
     }
-    if (mask[1]) {
+    if (mask[1] && host) {
+      out[1] = host_conv(c.b, "torch_tpu.conv_weight_grad", {g, x, w}, w.type, p);
+    } else if (mask[1]) {
       // A transposed convolution is the adjoint of a plain one mapping its output to its input.
       out[1] = transposed ? conv_weight_grad(c.b, g, x, p, w.type.dims) : conv_weight_grad(c.b, x, g, p, w.type.dims);
     }

@@ -1,4 +1,5 @@
 // Matrix products: mm, bmm, addmm, baddbmm, dot, mv, addmv — all one dot_general each.
+#include "lowering/host_kernels.h"
 #include "lowering/op_context.h"
 #include "lowering/rule_helpers.h"  // reject_bool: PyTorch has no bool matrix products
 
@@ -15,6 +16,9 @@ ElementType acc_type(ElementType t) {
 }
 
 Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
+  if (host_gemm(t, a.type.dims[0] * a.type.dims[1] * b.type.dims[1])) {
+    return host_matmul(c.b, c.b.convert(a, t), c.b.convert(b, t), false, false);
+  }
   return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {}, {}, {1}, {0},
                          {acc_type(t), {a.type.dims[0], b.type.dims[1]}});
 }
@@ -23,6 +27,9 @@ Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
 // half operands are widened first (exact: the products and their float32 sum are the same numbers).
 Value batched(OpContext& c, const Value& a, const Value& b, ElementType t) {
   ElementType operand = acc_type(t);
+  if (host_gemm(t, a.type.dims[0] * a.type.dims[1] * a.type.dims[2] * b.type.dims[2])) {
+    return host_matmul(c.b, c.b.convert(a, t), c.b.convert(b, t), false, false);
+  }
   return c.b.dot_general(c.b.convert(c.b.convert(a, t), operand), c.b.convert(c.b.convert(b, t), operand), {0}, {0},
                          {2}, {1}, {acc_type(t), {a.type.dims[0], a.type.dims[1], b.type.dims[2]}});
 }
@@ -151,6 +158,45 @@ void add_linalg_rules(Rows& rows) {
   rows.push_back({{"addbmm", "addbmm_", "addbmm.out"}, addbmm_rule});
   rows.push_back({{"addr", "addr_", "addr.out"}, addr_rule});
   rows.push_back({{"addmv", "addmv_", "addmv.out"}, addmv_rule});
+}
+
+bool host_gemm(ElementType t, int64_t macs) {
+  return host_kernels() && macs >= host_kernel_min_macs() && (t == ElementType::kF32 || t == ElementType::kF64);
+}
+
+Value host_matmul(HloBuilder& b, Value x, Value y, bool transpose_x, bool transpose_y) {
+  int64_t rank = x.type.rank();
+  std::vector<int64_t> swap_last(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) swap_last[i] = i;
+  std::swap(swap_last[rank - 1], swap_last[rank - 2]);
+  auto read_in_place = [&](Value& v, bool& transposed) {
+    const HloBuilder::Transposed* t = b.transposed(v);
+    if (t == nullptr || t->permutation != swap_last) return;
+    v = t->source;
+    transposed = !transposed;
+  };
+  read_in_place(x, transpose_x);
+  read_in_place(y, transpose_y);
+  auto rows = [](const Value& v, bool t) { return v.type.dims[v.type.rank() - (t ? 1 : 2)]; };
+  auto cols = [](const Value& v, bool t) { return v.type.dims[v.type.rank() - (t ? 2 : 1)]; };
+  std::vector<int64_t> dims(x.type.dims.begin(), x.type.dims.end() - 2);
+  dims.push_back(rows(x, transpose_x));
+  dims.push_back(cols(y, transpose_y));
+  if (rank > 3) {  // the handler takes one batch dim: merge the leading ones (free: row-major reshapes)
+    int64_t batch = 1;
+    for (int64_t i = 0; i + 2 < rank; ++i) batch *= x.type.dims[i];
+    auto merged = [&](const Value& v) {
+      return b.reshape(v, {batch, v.type.dims[rank - 2], v.type.dims[rank - 1]});
+    };
+    x = merged(x);
+    y = merged(y);
+  }
+  std::vector<int64_t> out_dims = dims;
+  if (rank > 3) out_dims = {x.type.dims[0], dims[dims.size() - 2], dims.back()};
+  std::string target = std::string("torch_tpu.gemm_") + (transpose_x ? "t" : "n") + (transpose_y ? "t" : "n");
+  Value r = b.op1("stablehlo.custom_call", {x, y}, {x.type.dtype, out_dims},
+                  "call_target_name = \"" + target + "\", api_version = 4 : i32, backend_config = {}");
+  return rank > 3 ? b.reshape(r, dims) : r;
 }
 
 }  // namespace torch_tpu

@@ -10,12 +10,17 @@
 #include "backend/lowered_op.h"
 #include "exec/graph.h"
 #include "exec/sync.h"
+#include "lowering/host_kernels.h"
 #include "lowering/op_context.h"
 #include "python/module.h"
+#include "runtime/client.h"
 
 namespace py = pybind11;
 
 namespace torch_tpu {
+
+bool enable_host_kernels(const Plugin& plugin);  // backend/host_kernels.cpp
+
 namespace {
 
 py::dict memory_stats(int device) {
@@ -52,6 +57,13 @@ py::dict memory_stats(int device) {
 
 void bind_backend(py::module_& m) {
   m.def("_backend_init", &set_backend_state, py::arg("client"), py::arg("cache"), py::arg("device_indices"));
+  m.def("_enable_host_kernels", [](const Client& client) { return enable_host_kernels(client.plugin()); });
+  m.def("_host_kernels", &host_kernels);
+  m.def("_set_host_kernels", [](bool on) {  // after _enable_host_kernels registered them; no effect on cached graphs
+    TORCH_CHECK(!on || host_kernels_registered(), "the host kernels are not registered with this plugin");
+    set_host_kernels(on);
+  });
+  m.def("_set_host_kernel_min_macs", &set_host_kernel_min_macs);
   m.def("_device_count", &device_count);
   m.def("_current_device", &current_device);
   m.def("_set_device", &set_current_device);

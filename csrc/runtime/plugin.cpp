@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <cstddef>
 #include <mutex>
 
 #include "runtime/pjrt.h"
@@ -78,6 +79,42 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
                       std::to_string(plugin->major_) + "." + std::to_string(plugin->minor_);
   loaded[path] = plugin;
   return plugin;
+}
+
+namespace {
+
+// The PJRT FFI extension (pjrt_c_api_ffi_extension.h, version 2), which the wheels do not ship. Later headers put an
+// `int api_version` after target_name_size; this is the layout up to PJRT 0.90 (the XLA-CPU wheel is 0.81).
+constexpr int kFfiLayoutMaxMinor = 90;
+struct FfiRegisterArgs {
+  size_t struct_size;
+  const char* target_name;
+  size_t target_name_size;
+  void* handler;  // a typed XLA FFI handler
+  const char* platform_name;
+  size_t platform_name_size;
+  int traits;
+};
+struct FfiExtension {
+  PJRT_Extension_Base base;
+  void* type_id_register;
+  void* user_data_add;
+  PJRT_Error* (*register_handler)(FfiRegisterArgs* args);
+};
+
+}  // namespace
+
+bool Plugin::register_ffi_handler(const std::string& target, const std::string& platform, void* handler) const {
+  if (major_ != 0 || minor_ > kFfiLayoutMaxMinor) return false;  // a layout this build does not know
+  const PJRT_Extension_Base* ext = api_->extension_start;
+  while (ext != nullptr && ext->type != PJRT_Extension_Type_FFI) ext = ext->next;
+  if (ext == nullptr || ext->struct_size < offsetof(FfiExtension, register_handler) + sizeof(void*)) return false;
+  const auto* ffi = reinterpret_cast<const FfiExtension*>(ext);
+  if (ffi->register_handler == nullptr) return false;
+  FfiRegisterArgs args{offsetof(FfiRegisterArgs, traits) + sizeof(int), target.data(), target.size(), handler,
+                       platform.data(), platform.size(), 0};
+  pjrt_check(api_, ffi->register_handler(&args), "PJRT_FFI_Register_Handler");
+  return true;
 }
 
 }  // namespace torch_tpu

@@ -23,6 +23,9 @@ class Plugin {
   const std::map<std::string, std::string>& attributes() const { return attributes_; }
   // Identifies the exact plugin build: keys compiled-executable caches.
   const std::string& identity() const { return identity_; }
+  // Registers a typed XLA FFI handler (an xla_ffi::Handler) as the custom-call target `target` on `platform`
+  // through the plugin's FFI extension. False when the plugin has no such extension; throws Error if it refuses.
+  bool register_ffi_handler(const std::string& target, const std::string& platform, void* handler) const;
 
  private:
   Plugin() = default;

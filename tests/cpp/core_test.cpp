@@ -9,6 +9,8 @@
 #include "runtime/client.h"
 #include "runtime/compile_cache.h"
 #include "runtime/counters.h"
+#include "runtime/error.h"
+#include "runtime/xla_ffi.h"
 
 using namespace torch_tpu;
 
@@ -133,6 +135,66 @@ void test_elementwise_sinks_reshapes(const Client& client, CompileCache& cache) 
   r.outputs[0]->to_host(got.data(), sizeof(float) * 6);
   expect(got == std::vector<float>({3, 3, -6, 4, 0, 6}), "sunk elementwise program values");
 }
+// A typed XLA FFI handler without torch: out = 3 * in, or an error when the operand holds a negative first element.
+xla_ffi::Error* triple(xla_ffi::CallFrame* frame) {
+  if (frame->extension_start != nullptr && frame->extension_start->type == xla_ffi::ExtensionType::kMetadata) {
+    auto* ext = reinterpret_cast<xla_ffi::MetadataExtension*>(frame->extension_start);
+    ext->metadata->api_version.major_version = 0;
+    ext->metadata->api_version.minor_version = 1;
+    ext->metadata->traits = 0;
+    return nullptr;
+  }
+  if (frame->stage != xla_ffi::Stage::kExecute) return nullptr;
+  const auto* in = static_cast<const xla_ffi::Buffer*>(frame->args.items[0]);
+  const auto* out = static_cast<const xla_ffi::Buffer*>(frame->rets.items[0]);
+  const float* x = static_cast<const float*>(in->data);
+  if (x[0] < 0) {
+    xla_ffi::ErrorCreateArgs args{sizeof(args), nullptr, "core_test.triple: negative input", xla_ffi::ErrorCode::kInvalidArgument};
+    return frame->api->error_create(&args);
+  }
+  for (int64_t i = 0; i < in->dims[0]; ++i) static_cast<float*>(out->data)[i] = 3 * x[i];
+  return nullptr;
+}
+
+void test_ffi_custom_call(const Client& client, CompileCache& cache) {
+  bool registered = client.plugin().register_ffi_handler("core_test.triple", "Host", reinterpret_cast<void*>(&triple));
+  expect(registered, "the XLA-CPU plugin registers a typed FFI handler");
+  if (!registered) return;
+  HloBuilder b;
+  TensorType t{ElementType::kF32, {3}};
+  Value x = b.arg(t);
+  Value y = b.op1("stablehlo.custom_call", {b.binary("stablehlo.add", x, x)}, t,
+                  "call_target_name = \"core_test.triple\", api_version = 4 : i32, backend_config = {}");
+  auto exe = cache.get_or_compile(b.build({y}));
+  std::vector<float> a = {1, 2, -4}, got(3);
+  auto ba = client.buffer_from_host(a.data(), ElementType::kF32, {3}, {}, 0);
+  ExecuteResult r = exe->execute({ba.get()}, client.device(0).raw);
+  r.done.await();
+  r.outputs[0]->to_host(got.data(), sizeof(float) * 3);
+  expect(got == std::vector<float>({6, 12, -24}), "a program calls the FFI handler with its operand and result");
+  a[0] = -1;
+  auto bn = client.buffer_from_host(a.data(), ElementType::kF32, {3}, {}, 0);
+  std::string message;
+  try {
+    ExecuteResult bad = exe->execute({bn.get()}, client.device(0).raw);
+    bad.done.await();
+    bad.outputs[0]->to_host(got.data(), sizeof(float) * 3);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  expect(message.find("core_test.triple: negative input") != std::string::npos,
+         "a handler's error reaches the caller as torch_tpu::Error: " + message);
+}
+
+void test_transposed_values_are_known() {
+  HloBuilder b;
+  Value x = b.arg({ElementType::kF32, {2, 3}});
+  Value t = b.transpose(x, {1, 0});
+  const HloBuilder::Transposed* found = b.transposed(t);
+  expect(found != nullptr && found->source.name == x.name && found->permutation == std::vector<int64_t>({1, 0}),
+         "the builder knows a transpose's source and permutation");
+  expect(b.transposed(x) == nullptr, "an argument is not a transpose");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +204,7 @@ int main(int argc, char** argv) {
   }
   test_builder_text();
   test_missing_plugin();
+  test_transposed_values_are_known();
   {
     auto client = Client::create(Plugin::load(argv[1]), {{"cpu_device_count", int64_t{2}}});
     expect(client->devices().size() == 2, "two CPU devices");
@@ -150,6 +213,7 @@ int main(int argc, char** argv) {
     test_add_program(*client, cache);
     test_malformed_program(cache);
     test_elementwise_sinks_reshapes(*client, cache);
+    test_ffi_custom_call(*client, cache);
   }
   expect(runtime_counters().live_buffers == 0, "no live buffers after the tests");
   expect(runtime_counters().live_executables == 0, "no live executables after the tests");
