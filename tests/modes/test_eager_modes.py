@@ -212,8 +212,9 @@ def test_metrics_report_graphs_and_syncs_by_reason():
 
 
 def test_fused_graph_ends_at_each_optimizer_step_without_loss_reads():
-    """A loop that never reads its loss still runs one graph per training step (cut at optimizer.step()), every
-    step after the first hits the compile cache, and the losses equal the CPU's."""
+    """A loop that never reads its loss still runs its graphs step by step: the graph is cut as optimizer.step()
+    starts (forward and backward) and as it ends (the parameter updates), every step after the first hits the
+    compile cache, and the losses equal the CPU's."""
     torch.manual_seed(0)
     ref = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 3))
     x, y = torch.randn(9, 6), torch.randint(0, 3, (9,))
@@ -242,7 +243,7 @@ def test_fused_graph_ends_at_each_optimizer_step_without_loss_reads():
         losses, graphs, compiles = train("tpu")
     cpu_losses, _, _ = train("cpu")
     torch.testing.assert_close(losses, cpu_losses, rtol=1e-5, atol=1e-6)
-    assert graphs[1:] == [1, 1, 1, 1], graphs
+    assert graphs[1:] == [2, 2, 2, 2], graphs
     assert compiles == 0
 
 
