@@ -47,14 +47,7 @@ std::vector<int64_t> ints_attr(const xla_ffi::CallFrame* frame, const std::strin
 // operand and result counts, and turn a C++ exception into an XLA error naming the target.
 template <typename Kernel>
 xla_ffi::Error* handle(xla_ffi::CallFrame* frame, const char* target, int64_t operands, Kernel kernel) {
-  if (frame->extension_start != nullptr && frame->extension_start->type == xla_ffi::ExtensionType::kMetadata) {
-    auto* ext = reinterpret_cast<xla_ffi::MetadataExtension*>(frame->extension_start);
-    ext->metadata->api_version.major_version = 0;
-    ext->metadata->api_version.minor_version = 1;
-    ext->metadata->traits = 0;
-    return nullptr;
-  }
-  if (frame->stage != xla_ffi::Stage::kExecute) return nullptr;
+  if (xla_ffi::answer_metadata_query(frame) || frame->stage != xla_ffi::Stage::kExecute) return nullptr;
   std::string message;
   try {
     if (frame->args.size != operands || frame->rets.size != 1) {

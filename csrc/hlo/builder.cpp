@@ -324,22 +324,26 @@ const HloBuilder::Origin* HloBuilder::origin_of(const Value& v) const {
 Value HloBuilder::elementwise(const std::vector<Value>& operands, const Emit& emit) {
   const std::vector<int64_t>& dims = operands.at(0).type.dims;
   if (!bodies_.empty()) return emit(operands, dims);
-  bool all_scalar = true;
-  const std::vector<int64_t>* shape = nullptr;
+  std::vector<Origin> origins;  // copies: emitting below adds to origins_
+  const Origin* shaped = nullptr;  // a reshaped operand (origins_ keeps element addresses when it grows)
   for (const Value& v : operands) {
     const Origin* o = origin_of(v);
-    if (o != nullptr && o->scalar_broadcast) continue;
-    all_scalar = false;
-    if (o == nullptr || (shape != nullptr && *shape != o->source.type.dims)) return emit(operands, dims);
-    shape = &o->source.type.dims;
+    if (o == nullptr) return emit(operands, dims);
+    origins.push_back(*o);
+    if (o->scalar_broadcast) continue;
+    if (shaped != nullptr && shaped->source.type.dims != o->source.type.dims) return emit(operands, dims);
+    shaped = o;
   }
+  if (shaped == nullptr) {  // all broadcast scalars
+    std::vector<Value> scalars;
+    for (const Origin& o : origins) scalars.push_back(o.source);
+    return broadcast_in_dim(emit(scalars, {}), dims, {});
+  }
+  std::vector<int64_t> source_dims = shaped->source.type.dims;
   std::vector<Value> sources;
-  for (const Value& v : operands) {
-    const Origin* o = origin_of(v);
-    sources.push_back(o->scalar_broadcast && !all_scalar ? broadcast_in_dim(o->source, *shape, {}) : o->source);
+  for (const Origin& o : origins) {
+    sources.push_back(o.scalar_broadcast ? broadcast_in_dim(o.source, source_dims, {}) : o.source);
   }
-  if (all_scalar) return broadcast_in_dim(emit(sources, {}), dims, {});
-  std::vector<int64_t> source_dims = *shape;  // origins_ may rehash while emitting
   return reshape(emit(sources, source_dims), dims);
 }
 

@@ -105,4 +105,15 @@ struct MetadataExtension {
 
 using Handler = Error*(CallFrame* frame);
 
+// The first thing a handler does: when `frame` is XLA's metadata query, answer it (API 0.1, no traits) and return
+// true; the handler then returns nullptr at once.
+inline bool answer_metadata_query(CallFrame* frame) {
+  if (frame->extension_start == nullptr || frame->extension_start->type != ExtensionType::kMetadata) return false;
+  Metadata* m = reinterpret_cast<MetadataExtension*>(frame->extension_start)->metadata;
+  m->api_version.major_version = 0;
+  m->api_version.minor_version = 1;
+  m->traits = 0;
+  return true;
+}
+
 }  // namespace torch_tpu::xla_ffi

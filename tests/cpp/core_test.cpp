@@ -137,14 +137,7 @@ void test_elementwise_sinks_reshapes(const Client& client, CompileCache& cache) 
 }
 // A typed XLA FFI handler without torch: out = 3 * in, or an error when the operand holds a negative first element.
 xla_ffi::Error* triple(xla_ffi::CallFrame* frame) {
-  if (frame->extension_start != nullptr && frame->extension_start->type == xla_ffi::ExtensionType::kMetadata) {
-    auto* ext = reinterpret_cast<xla_ffi::MetadataExtension*>(frame->extension_start);
-    ext->metadata->api_version.major_version = 0;
-    ext->metadata->api_version.minor_version = 1;
-    ext->metadata->traits = 0;
-    return nullptr;
-  }
-  if (frame->stage != xla_ffi::Stage::kExecute) return nullptr;
+  if (xla_ffi::answer_metadata_query(frame) || frame->stage != xla_ffi::Stage::kExecute) return nullptr;
   const auto* in = static_cast<const xla_ffi::Buffer*>(frame->args.items[0]);
   const auto* out = static_cast<const xla_ffi::Buffer*>(frame->rets.items[0]);
   const float* x = static_cast<const float*>(in->data);
