@@ -399,6 +399,12 @@ Value HloBuilder::dynamic_update_slice(const Value& operand, const Value& update
   return op1("stablehlo.dynamic_update_slice", operands, operand.type);
 }
 
+Value HloBuilder::custom_call(const std::string& target, const std::vector<Value>& operands, const TensorType& result,
+                              const std::string& attributes) {
+  return op1("stablehlo.custom_call", operands, result,
+             "call_target_name = \"" + target + "\", api_version = 4 : i32, backend_config = {" + attributes + "}");
+}
+
 std::string HloBuilder::build(const std::vector<Value>& results) const {
   std::ostringstream out;
   out << "module @torch_tpu {\n  func.func @main(";

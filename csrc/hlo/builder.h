@@ -93,6 +93,9 @@ class HloBuilder {
   // Reduces `v` over `dims` with the binary op `combiner` (e.g. "stablehlo.add") from `init`.
   Value reduce(const Value& v, const Value& init, const std::vector<int64_t>& dims, const std::string& combiner);
   Value dynamic_update_slice(const Value& operand, const Value& update, const std::vector<Value>& starts);
+  // A typed-FFI custom call (api_version 4) of `target`; `attributes` is the body of its backend_config dictionary.
+  Value custom_call(const std::string& target, const std::vector<Value>& operands, const TensorType& result,
+                    const std::string& attributes = "");
 
   // The module text returning `results` from @main.
   std::string build(const std::vector<Value>& results) const;

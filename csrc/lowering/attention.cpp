@@ -34,7 +34,7 @@ Value batched_dot(HloBuilder& b, const Value& x, const Value& y, int64_t cx, int
   dims.push_back(y.type.dims[cy == n - 1 ? n - 2 : n - 1]);
   int64_t macs = x.type.dims[cx];
   for (int64_t d : dims) macs *= d;
-  if (host_gemm(x.type.dtype, macs)) return host_matmul(b, x, y, cx == n - 2, cy == n - 1);
+  if (host_kernel_fits(x.type.dtype, macs)) return host_matmul(b, x, y, cx == n - 2, cy == n - 1);
   return b.dot_general(x, y, batch, batch, {cx}, {cy}, {x.type.dtype, dims});
 }
 

@@ -218,8 +218,7 @@ bool on_host(ElementType t, bool transposed, const Ints& out, const Ints& w) {
   int64_t macs = 1;
   for (int64_t d : out) macs *= d;
   for (size_t i = 1; i < w.size(); ++i) macs *= w[i];
-  return host_kernels() && !transposed && macs >= host_kernel_min_macs() &&
-         (t == ElementType::kF32 || t == ElementType::kF64);
+  return !transposed && host_kernel_fits(t, macs);
 }
 
 Value host_conv(HloBuilder& b, const char* target, const V& operands, const TensorType& out, const ConvParams& p) {
@@ -228,9 +227,7 @@ Value host_conv(HloBuilder& b, const char* target, const V& operands, const Tens
     for (int64_t v : *part) params += std::to_string(v) + ", ";
   }
   params += std::to_string(p.groups);
-  return b.op1("stablehlo.custom_call", operands, out,
-               std::string("call_target_name = \"") + target +
-                   "\", api_version = 4 : i32, backend_config = {params = array<i64: " + params + ">}");
+  return b.custom_call(target, operands, out, "params = array<i64: " + params + ">");
 }
 
 Value add_bias(HloBuilder& b, const Value& y, const Value& bias) {

@@ -21,8 +21,8 @@ constexpr int64_t kHostKernelMinMacs = int64_t{1} << 25;
 // The size limit in force (tests lower it to reach the host kernels with small shapes); returns the previous one.
 int64_t set_host_kernel_min_macs(int64_t macs);
 int64_t host_kernel_min_macs();
-// Whether a product in element type `t` of `macs` multiply-adds calls the host GEMM.
-bool host_gemm(ElementType t, int64_t macs);
+// Whether an op in element type `t` of `macs` multiply-adds calls its host kernel (defined in linalg.cpp).
+bool host_kernel_fits(ElementType t, int64_t macs);
 // op(x) @ op(y) over the last two dims, the leading (batch) dims equal in both; op transposes when asked. An operand
 // that is a transpose of its last two dims is read in place (its transpose is left dead). Defined in linalg.cpp.
 Value host_matmul(HloBuilder& b, Value x, Value y, bool transpose_x, bool transpose_y);

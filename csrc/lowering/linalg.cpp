@@ -16,7 +16,7 @@ ElementType acc_type(ElementType t) {
 }
 
 Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
-  if (host_gemm(t, a.type.dims[0] * a.type.dims[1] * b.type.dims[1])) {
+  if (host_kernel_fits(t, a.type.dims[0] * a.type.dims[1] * b.type.dims[1])) {
     return host_matmul(c.b, c.b.convert(a, t), c.b.convert(b, t), false, false);
   }
   return c.b.dot_general(c.b.convert(a, t), c.b.convert(b, t), {}, {}, {1}, {0},
@@ -27,7 +27,7 @@ Value matmul2d(OpContext& c, const Value& a, const Value& b, ElementType t) {
 // half operands are widened first (exact: the products and their float32 sum are the same numbers).
 Value batched(OpContext& c, const Value& a, const Value& b, ElementType t) {
   ElementType operand = acc_type(t);
-  if (host_gemm(t, a.type.dims[0] * a.type.dims[1] * a.type.dims[2] * b.type.dims[2])) {
+  if (host_kernel_fits(t, a.type.dims[0] * a.type.dims[1] * a.type.dims[2] * b.type.dims[2])) {
     return host_matmul(c.b, c.b.convert(a, t), c.b.convert(b, t), false, false);
   }
   return c.b.dot_general(c.b.convert(c.b.convert(a, t), operand), c.b.convert(c.b.convert(b, t), operand), {0}, {0},
@@ -160,7 +160,7 @@ void add_linalg_rules(Rows& rows) {
   rows.push_back({{"addmv", "addmv_", "addmv.out"}, addmv_rule});
 }
 
-bool host_gemm(ElementType t, int64_t macs) {
+bool host_kernel_fits(ElementType t, int64_t macs) {
   return host_kernels() && macs >= host_kernel_min_macs() && (t == ElementType::kF32 || t == ElementType::kF64);
 }
 
@@ -194,8 +194,7 @@ Value host_matmul(HloBuilder& b, Value x, Value y, bool transpose_x, bool transp
   std::vector<int64_t> out_dims = dims;
   if (rank > 3) out_dims = {x.type.dims[0], dims[dims.size() - 2], dims.back()};
   std::string target = std::string("torch_tpu.gemm_") + (transpose_x ? "t" : "n") + (transpose_y ? "t" : "n");
-  Value r = b.op1("stablehlo.custom_call", {x, y}, {x.type.dtype, out_dims},
-                  "call_target_name = \"" + target + "\", api_version = 4 : i32, backend_config = {}");
+  Value r = b.custom_call(target, {x, y}, {x.type.dtype, out_dims});
   return rank > 3 ? b.reshape(r, dims) : r;
 }
 

@@ -156,8 +156,7 @@ void test_ffi_custom_call(const Client& client, CompileCache& cache) {
   HloBuilder b;
   TensorType t{ElementType::kF32, {3}};
   Value x = b.arg(t);
-  Value y = b.op1("stablehlo.custom_call", {b.binary("stablehlo.add", x, x)}, t,
-                  "call_target_name = \"core_test.triple\", api_version = 4 : i32, backend_config = {}");
+  Value y = b.custom_call("core_test.triple", {b.binary("stablehlo.add", x, x)}, t);
   auto exe = cache.get_or_compile(b.build({y}));
   std::vector<float> a = {1, 2, -4}, got(3);
   auto ba = client.buffer_from_host(a.data(), ElementType::kF32, {3}, {}, 0);
