@@ -15,6 +15,7 @@
 | TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
 | TORCH_TPU_COMPILE_REPLAY | torch.compile graphs rerun their captured program           | 1                  |
 | TORCH_TPU_HOST_KERNELS   | XLA-CPU: large matmuls/convs call torch's CPU kernels (FFI) | 0                  |
+| TORCH_TPU_KEEP_HOST_HEAP | XLA-CPU: glibc keeps freed memory (no mmap/trim churn)      | 1                  |
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Config:
     program_cache: int = 256
     compile_replay: bool = True
     host_kernels: bool = False
+    keep_host_heap: bool = True
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -101,6 +103,7 @@ def load(env: dict[str, str] | None = None) -> Config:
         program_cache=_program_cache(e.get("TORCH_TPU_PROGRAM_CACHE")),
         compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
+        keep_host_heap=_flag(e.get("TORCH_TPU_KEEP_HOST_HEAP", "1")),
     )
 
 

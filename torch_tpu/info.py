@@ -24,6 +24,7 @@ def report() -> str:
     lines.append(f"platform:     {client.platform_name} ({client.platform_version})")
     lines.append(f"eager mode:   {cfg.eager_mode}    fallback: {cfg.fallback}")
     lines.append(f"devices:      {len(rt.devices)}")
+    lines.append(f"host heap:    {rt.host_heap}")
     from torch_tpu import _C
 
     for torch_index, d in enumerate(rt.devices):

@@ -7,6 +7,7 @@
 #include "runtime/compile_cache.h"
 #include "runtime/counters.h"
 #include "runtime/executable.h"
+#include "runtime/host_heap.h"
 
 namespace py = pybind11;
 
@@ -165,6 +166,10 @@ void bind_runtime(py::module_& m) {
     if (!effort.is_none()) s.exec_time_optimization_effort = effort.cast<float>();
     return py::bytes(compile_options_bytes(s));
   }, py::arg("portable") = true, py::arg("exec_time_optimization_effort") = py::none());
+  m.def("keep_host_heap", []() {
+    const HostHeapPolicy p = keep_host_heap();
+    return py::make_tuple(p.applied, p.detail);
+  });
   m.def("runtime_counters", []() { return runtime_counters().snapshot(); });
   m.def("pjrt_header_version", []() { return std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR); });
 }

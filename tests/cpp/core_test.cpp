@@ -10,6 +10,7 @@
 #include "runtime/compile_cache.h"
 #include "runtime/counters.h"
 #include "runtime/error.h"
+#include "runtime/host_heap.h"
 #include "runtime/xla_ffi.h"
 
 using namespace torch_tpu;
@@ -187,6 +188,16 @@ void test_transposed_values_are_known() {
          "the builder knows a transpose's source and permutation");
   expect(b.transposed(x) == nullptr, "an argument is not a transpose");
 }
+
+void test_keep_host_heap() {
+  const HostHeapPolicy first = keep_host_heap();
+#if defined(__GLIBC__)
+  expect(first.applied && first.detail.find("mmap_max=0") != std::string::npos, "glibc takes the kept-heap settings");
+#else
+  expect(!first.applied, "only glibc's allocator is changed");
+#endif
+  expect(keep_host_heap().applied == first.applied, "setting the policy twice is harmless");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,6 +208,7 @@ int main(int argc, char** argv) {
   test_builder_text();
   test_missing_plugin();
   test_transposed_values_are_known();
+  test_keep_host_heap();  // before the client starts, as torch_tpu.runtime does
   {
     auto client = Client::create(Plugin::load(argv[1]), {{"cpu_device_count", int64_t{2}}});
     expect(client->devices().size() == 2, "two CPU devices");

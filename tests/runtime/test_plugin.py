@@ -79,6 +79,35 @@ def test_info_report_names_platform_and_devices():
     assert "tpu:1" in proc.stdout
 
 
+_HEAP_FAULTS = """
+import resource, torch, torch_tpu
+faults = []
+for _ in range(4):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t = torch.ones(16 << 20)  # 64 MiB: over glibc's largest mmap threshold, so by default a fresh mmap each time
+    del t
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(torch_tpu.runtime.get().host_heap)
+print(min(faults[1:]))
+"""
+
+
+@pytest.mark.parametrize("keep", ["1", "0"])
+def test_kept_host_heap_reuses_freed_memory(keep):
+    # Kept (the default on XLA-CPU): a freed 64 MiB block is reused without faulting its pages in again; glibc's
+    # defaults unmap it, so every new one faults all its ~16k pages.
+    proc = _run(_HEAP_FAULTS, TORCH_TPU_KEEP_HOST_HEAP=keep)
+    assert proc.returncode == 0, proc.stderr
+    policy, faults = proc.stdout.splitlines()[-2:]
+    if keep == "1":
+        assert policy.startswith("kept (arena_max=1, mmap_max=0"), policy
+        assert int(faults) < 1000, faults
+    else:
+        assert policy == "unchanged", policy
+        assert int(faults) > 8000, faults
+    assert config.load({"TORCH_TPU_KEEP_HOST_HEAP": keep}).keep_host_heap is (keep == "1")
+
+
 def test_visible_chips_filters_devices():
     proc = _run("import torch_tpu.runtime as r; print([d['index'] for d in r.get().devices])", TPU_VISIBLE_CHIPS="1")
     assert proc.returncode == 0, proc.stderr
