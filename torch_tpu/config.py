@@ -15,7 +15,7 @@
 | TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
 | TORCH_TPU_COMPILE_REPLAY | torch.compile graphs rerun their captured program           | 1                  |
 | TORCH_TPU_HOST_KERNELS   | XLA-CPU: large matmuls/convs call torch's CPU kernels (FFI) | 0                  |
-| TORCH_TPU_KEEP_HOST_HEAP | XLA-CPU: glibc keeps freed memory (no mmap/trim churn)      | 1                  |
+| TORCH_TPU_KEEP_HOST_HEAP | XLA-CPU: glibc keeps freed memory (no mmap/trim churn)      | auto (fused mode)  |
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Config:
     program_cache: int = 256
     compile_replay: bool = True
     host_kernels: bool = False
-    keep_host_heap: bool = True
+    keep_host_heap: bool = True  # resolved: "auto" is on when the eager mode at start is fused
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -103,8 +103,18 @@ def load(env: dict[str, str] | None = None) -> Config:
         program_cache=_program_cache(e.get("TORCH_TPU_PROGRAM_CACHE")),
         compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
-        keep_host_heap=_flag(e.get("TORCH_TPU_KEEP_HOST_HEAP", "1")),
+        keep_host_heap=_keep_host_heap(
+            e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), e.get("TORCH_TPU_EAGER_MODE", "fused")
+        ),
     )
+
+
+def _keep_host_heap(raw: str, eager_mode: str) -> bool:
+    # One shared arena makes strict/debug eager's host thread and XLA's workers contend for the allocator lock
+    # (per-op dispatch ~2x), so "auto" keeps the heap only for fused eager, where it saves the page faults.
+    if raw.strip().lower() == "auto":
+        return eager_mode == "fused"
+    return _flag(raw)
 
 
 def _program_cache(raw: str | None) -> int:
