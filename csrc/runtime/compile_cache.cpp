@@ -1,13 +1,12 @@
 #include "runtime/compile_cache.h"
 
-#include <cstdio>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -91,6 +90,12 @@ uint64_t stable_hash(const std::string& text) {
 CompileCache::CompileCache(std::shared_ptr<Client> client, CompileSettings settings)
     : client_(std::move(client)), options_(compile_options_bytes(settings)) {
   key_prefix_ = client_->plugin().identity() + "\n" + client_->platform_version() + "\n" + options_ + "\n";
+  // Flags the plugins read from the environment change the code they generate: a program compiled under other
+  // flags must not be loaded from disk.
+  for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
+    const char* value = std::getenv(name);
+    key_prefix_ += std::string(name) + "=" + (value ? value : "") + "\n";
+  }
 }
 
 // "tpu:<first distinct StableHLO ops>#<hash>": what a profile row or trace slice calls a compiled program.

@@ -194,3 +194,10 @@ def test_disk_cache_second_process_compiles_nothing(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert first.stdout.split() == ["1", "0"]
     assert second.stdout.split() == ["0", "1"]
+    # XLA_FLAGS change the generated code: a process with other flags compiles its own program and keeps it apart.
+    flagged = {**env, "XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}
+    third = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=flagged, timeout=120)
+    fourth = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=flagged, timeout=120)
+    assert third.returncode == 0 and fourth.returncode == 0, third.stderr + fourth.stderr
+    assert third.stdout.split() == ["1", "0"]
+    assert fourth.stdout.split() == ["0", "1"]
