@@ -175,6 +175,50 @@ Value halve(HloBuilder& b, Value x, int64_t d) {
   return b.binary("stablehlo.add", b.slice(x, std::vector<int64_t>(rank, 0), mid), b.slice(x, start, limit));
 }
 
+// Up to this many halvings are taken in one step: the 2^levels blocks are read directly and added as the halvings
+// would add them, so every intermediate has one use and XLA fuses the step into one loop.
+constexpr int kFoldLevels = 4;
+
+// How many halvings of dimension `d` (an even size, `terms` terms in all) one fold takes: while the size stays even,
+// at most kFoldLevels, and none past `limit` terms.
+int fold_levels(int64_t size, int64_t terms, int64_t limit) {
+  int levels = 0;
+  while (levels < kFoldLevels && size > 1 && size % 2 == 0 && terms > limit) {
+    size /= 2;
+    terms /= 2;
+    ++levels;
+  }
+  return levels;
+}
+
+// `x` with dimension `d` halved `levels` times, in the pairing of that many halve() calls (the size stays even): the
+// blocks b_0..b_{2^levels - 1} along d are paired as halving pairs them, b_j with b_{j + half}, level by level.
+Value fold(HloBuilder& b, const Value& x, int64_t d, int levels) {
+  const size_t rank = x.type.dims.size();
+  const auto dim = static_cast<size_t>(d);
+  const int64_t blocks = int64_t{1} << levels, width = x.type.dims[dim] / blocks;
+  std::vector<Value> parts;
+  for (int64_t j = 0; j < blocks; ++j) {
+    std::vector<int64_t> start(rank, 0), limit = x.type.dims;
+    start[dim] = j * width;
+    limit[dim] = (j + 1) * width;
+    parts.push_back(b.slice(x, start, limit));
+  }
+  while (parts.size() > 1) {
+    const size_t half = parts.size() / 2;
+    std::vector<Value> next;
+    for (size_t j = 0; j < half; ++j) next.push_back(b.binary("stablehlo.add", parts[j], parts[j + half]));
+    parts = std::move(next);
+  }
+  return parts[0];
+}
+
+// One or more halvings of dimension `d`, as many as fold_levels allows (one, with a zero pad, for an odd size).
+Value halve_some(HloBuilder& b, const Value& x, int64_t d, int64_t terms, int64_t limit) {
+  const int levels = fold_levels(x.type.dims[static_cast<size_t>(d)], terms, limit);
+  return levels == 0 ? halve(b, x, d) : fold(b, x, d, levels);
+}
+
 // Sum over the first `leading` dimensions of `x` (a float tensor with at least one dimension after them): with the
 // rows flattened to [k, m], the upper half of the rows is added to the lower half until one row is left.
 Value sum_leading_by_halving(HloBuilder& b, const Value& x, int64_t leading) {
@@ -186,7 +230,7 @@ Value sum_leading_by_halving(HloBuilder& b, const Value& x, int64_t leading) {
   for (int64_t d : kept) m *= d;
   if (k == 0) return b.constant(0, x.type.dtype, kept);  // an empty sum
   Value rows = b.reshape(x, {k, m});
-  while (rows.type.dims[0] > 1) rows = halve(b, rows, 0);
+  while (rows.type.dims[0] > 1) rows = halve_some(b, rows, 0, rows.type.dims[0], 1);
   return b.reshape(rows, kept);
 }
 
@@ -226,7 +270,7 @@ Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims
   for (int64_t d : sorted) {
     while (terms > kPlainSumLimit && x.type.dims[static_cast<size_t>(d)] > 1) {
       const int64_t before = x.type.dims[static_cast<size_t>(d)];
-      x = halve(b, x, d);
+      x = halve_some(b, x, d, terms, kPlainSumLimit);
       terms = terms / before * x.type.dims[static_cast<size_t>(d)];
     }
   }
