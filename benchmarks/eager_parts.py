@@ -151,7 +151,8 @@ def main() -> None:
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; Python"
         f" {platform.python_version()}, torch {torch.__version__}, plugin {torch.tpu.get_device_name()}."
-        f" Median over {calls} interleaved calls of {args.reps} repetitions each (one host sync per call).",
+        f" Median over {calls} interleaved calls of {args.reps} repetitions each (one host sync per call)."
+        f" Host heap: {torch_tpu.runtime.get().host_heap}; CPU eager runs in the same process, so it shares it.",
         "",
         "| piece | CPU eager ms | fused tpu ms | tpu / CPU |",
         "|---|---|---|---|",
