@@ -11,25 +11,9 @@ own kernels), the child's page faults and its peak resident memory. Writes bench
 Run: `python benchmarks/host_heap.py` (add `--quick` for a smoke run).
 """
 
-from __future__ import annotations
-
-import argparse
-
-from switch_ab import HERE, compare
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="one round, few steps (smoke run)")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--out", default=str(HERE / "results" / "host_heap.md"))
-    args = parser.parse_args()
-    rounds, steps = (1, 2) if args.quick else (args.rounds, args.steps)
-    title = "Host heap: glibc defaults vs kept (XLA-CPU)"
-    labels = ("glibc defaults", "kept heap")
-    compare("TORCH_TPU_KEEP_HOST_HEAP", labels, title, args.out, rounds, steps, products=False, cpu=True)
-
+from switch_ab import main
 
 if __name__ == "__main__":
-    main()
+    title = "Host heap: glibc defaults vs kept (XLA-CPU)"
+    labels = ("glibc defaults", "kept heap")
+    main("TORCH_TPU_KEEP_HOST_HEAP", labels, title, "host_heap.md", products=False, cpu=True)

@@ -9,6 +9,7 @@ faults and peak resident memory.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -109,6 +110,18 @@ def compare(
         off, on = min(r[name] for r in runs["0"]), min(r[name] for r in runs["1"])
         lines.append(f"| {name} | {off:.2f} | {on:.2f} | {on / off:.2f}x |")
     write_report(lines, out)
+
+
+def main(variable: str, labels: tuple[str, str], title: str, results_name: str, products: bool, cpu: bool) -> None:
+    """Command line of a switch benchmark: `--quick` (one round, two steps), `--rounds`, `--steps`, `--out`."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="one round, few steps (smoke run)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--out", default=str(HERE / "results" / results_name))
+    args = parser.parse_args()
+    rounds, steps = (1, 2) if args.quick else (args.rounds, args.steps)
+    compare(variable, labels, title, args.out, rounds, steps, products, cpu)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
