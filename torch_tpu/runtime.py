@@ -79,7 +79,7 @@ def _start() -> _Runtime:
             # Before the client starts its threads: XLA-CPU's buffers are host memory, and glibc's default of
             # mmap()ing large blocks and trimming freed ones costs ~25k page faults per GPT-2-small-like step.
             applied, detail = _C.keep_host_heap()
-            host_heap = f"kept ({detail})" if applied else f"partly kept ({detail})"
+            host_heap = f"kept ({detail})" if applied else f"not kept ({detail})"
         try:
             client = _C.Client.create(path, create_options(path, cfg))
         except RuntimeError as exc:
