@@ -195,11 +195,15 @@ def dispatch_microbenchmark(mode: str, n: int) -> float:
     return min(times[2:])
 
 
-def child(mode: str, quick: bool) -> dict[str, dict[str, float]]:
-    """One mode's measurements, in a process started the way a user selects the mode (TORCH_TPU_EAGER_MODE)."""
+def warmup_and_steps(quick: bool) -> tuple[int, int]:
     # Steps 3-5 of a fused run still differ from the steady state (first runs of the loaded executables, buffers
     # first touched): 6 warm-up steps.
-    warmup, steps = (2, 2) if quick else (6, 10)
+    return (2, 2) if quick else (6, 10)
+
+
+def child(mode: str, quick: bool) -> dict[str, dict[str, float]]:
+    """One mode's measurements, in a process started the way a user selects the mode (TORCH_TPU_EAGER_MODE)."""
+    warmup, steps = warmup_and_steps(quick)
     out = {work.name: measure(work, mode, warmup, steps) for work in WORKLOADS}
     out["dispatch"] = {"us": dispatch_microbenchmark(mode, 200 if quick else 2000)}
     return out
@@ -226,7 +230,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.quick)))
         return
-    warmup, steps = (2, 2) if args.quick else (6, 10)
+    warmup, steps = warmup_and_steps(args.quick)
     rounds = 1 if args.quick else args.rounds
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     for _ in range(rounds):

@@ -86,10 +86,11 @@ def _flag(raw: str) -> bool:
 def load(env: dict[str, str] | None = None) -> Config:
     """Reads the configuration from `env` (default: os.environ)."""
     e = os.environ if env is None else env
+    eager_mode = _choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "fused"), EAGER_MODES)
     return Config(
         pjrt_plugin=e.get("TORCH_TPU_PJRT_PLUGIN") or None,
         visible_chips=_visible_chips(e.get("TPU_VISIBLE_CHIPS")),
-        eager_mode=_choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "fused"), EAGER_MODES),
+        eager_mode=eager_mode,
         fallback=_choice("TORCH_TPU_FALLBACK", e.get("TORCH_TPU_FALLBACK", "warn"), FALLBACK_POLICIES),
         cache_dir=_cache_dir(e.get("TORCH_TPU_CACHE_DIR")),
         cpu_devices=int(
@@ -103,9 +104,7 @@ def load(env: dict[str, str] | None = None) -> Config:
         program_cache=_program_cache(e.get("TORCH_TPU_PROGRAM_CACHE")),
         compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
-        keep_host_heap=_keep_host_heap(
-            e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), e.get("TORCH_TPU_EAGER_MODE", "fused")
-        ),
+        keep_host_heap=_keep_host_heap(e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), eager_mode),
     )
 
 

@@ -48,10 +48,15 @@ def plugin_candidates(cfg: config.Config) -> list[str]:
     return [default] if default else []
 
 
+def _is_cpu_plugin(path: str) -> bool:
+    """Whether the plugin at `path` is XLA-CPU (judged by its file name, before it is loaded)."""
+    return "cpu" in os.path.basename(path).lower()
+
+
 def create_options(path: str, cfg: config.Config) -> dict[str, Any]:
     """Plugin-specific client options: device count on CPU, no 75% preallocation on GPU."""
     name = os.path.basename(path).lower()
-    if "cpu" in name:
+    if _is_cpu_plugin(path):
         return {"cpu_device_count": cfg.cpu_devices}
     if "cuda" in name or "gpu" in name:
         return {"preallocate": False}
@@ -75,7 +80,7 @@ def _start() -> _Runtime:
     problems = []
     for path in candidates:
         host_heap = "unchanged"
-        if cfg.keep_host_heap and "cpu" in os.path.basename(path).lower():
+        if cfg.keep_host_heap and _is_cpu_plugin(path):
             # Before the client starts its threads: XLA-CPU's buffers are host memory, and glibc's default of
             # mmap()ing large blocks and trimming freed ones costs ~25k page faults per GPT-2-small-like step.
             applied, detail = _C.keep_host_heap()

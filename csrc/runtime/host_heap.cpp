@@ -16,11 +16,11 @@ HostHeapPolicy keep_host_heap() {
   };
   // Values: one shared arena; never mmap() a block; trim only when 1 GiB lies free at the top; grow the heap in 256 MiB
   // steps. mallopt() returns 1 on success.
-  constexpr int kNeverTrim = 1 << 30;  // the parameter is an int: 1 GiB is the largest round value
+  constexpr int kTrimThreshold = 1 << 30;  // the parameter is an int: 1 GiB is the largest round value
   const Setting settings[] = {
       {M_ARENA_MAX, 1, "arena_max=1"},
       {M_MMAP_MAX, 0, "mmap_max=0"},
-      {M_TRIM_THRESHOLD, kNeverTrim, "trim_threshold=1GiB"},
+      {M_TRIM_THRESHOLD, kTrimThreshold, "trim_threshold=1GiB"},
       {M_TOP_PAD, 256 << 20, "top_pad=256MiB"},
   };
   out.applied = true;
