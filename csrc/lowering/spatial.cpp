@@ -1,5 +1,5 @@
-// Resampling ops over the trailing spatial dims: reflection/replication padding and upsampling (nearest,
-// nearest-exact, linear, bilinear, bicubic, trilinear), forward and backward.
+// Resampling ops over the trailing spatial dims: constant, reflection and replication padding and upsampling
+// (nearest, nearest-exact, linear, bilinear, bicubic, trilinear), forward and backward.
 //
 // Each one reads, for every output position along one spatial dim, a few input positions ("taps") with weights, and
 // the dims are separable: the forward applies one dim at a time (innermost first, as PyTorch's kernels nest their
@@ -246,6 +246,23 @@ std::vector<Taps> padding_taps(OpContext& c, const Ints& in_dims, const Ints& ou
   return taps;
 }
 
+// constant_pad_nd(self, pad, value): pad[2k] and pad[2k+1] elements before and after dim rank-1-k; a negative entry
+// crops instead. One stablehlo.pad (its edge padding may be negative); the value is a runtime number.
+V constant_pad_rule(OpContext& c) {
+  Value x = c.tensor(0);
+  TensorType o = c.out(0);
+  Ints pad = c.ints(1);
+  size_t rank = x.type.dims.size();
+  Ints low(rank, 0), high(rank, 0), interior(rank, 0);
+  for (size_t k = 0; 2 * k + 1 < pad.size() && k < rank; ++k) {
+    low[rank - 1 - k] = pad[2 * k];
+    high[rank - 1 - k] = pad[2 * k + 1];
+  }
+  Value fill = c.runtime_operand(2, o.dtype, {});
+  if (o.numel() == 0 || x.type.numel() == 0) return {c.b.broadcast_to(fill, o.dims)};
+  return {c.b.pad(c.b.convert(x, o.dtype), fill, low, high, interior)};
+}
+
 LoweringRule pad_rule(size_t nd, bool reflect) {  // reflection_padNd / replication_padNd(self, padding)
   return [nd, reflect](OpContext& c) -> V {
     Value x = c.tensor(0);
@@ -353,6 +370,7 @@ void add_upsample(Rows& rows, const std::string& name, Mode mode, size_t nd) {
 }  // namespace
 
 void add_spatial_rules(Rows& rows) {
+  rows.push_back({{"constant_pad_nd", "constant_pad_nd.out"}, constant_pad_rule});
   for (size_t nd = 1; nd <= 3; ++nd) {
     std::string n = std::to_string(nd) + "d";
     for (bool reflect : {true, false}) {

@@ -138,3 +138,32 @@ def test_batchnorm_step_hits_the_structural_cache(delta) -> None:
     torch.testing.assert_close(tpu[1].running_mean.cpu(), cpu[1].running_mean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(tpu[1].running_var.cpu(), cpu[1].running_var, rtol=1e-5, atol=1e-6)
     assert int(tpu[1].num_batches_tracked.item()) == 6
+
+
+class _PadScatter(nn.Module):
+    """F.pad (constant, one side cropping) and torch.diagonal_scatter: PyTorch's references for both write into a
+    view (prims.copy_to), which AOTAutograd refuses; the backend keeps them whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.pad(self.proj(x), (1, -2), value=0.5)  # [n, 5]
+        square = h[:, :5].reshape(-1, 5, 1) * h[:, None, :5]
+        return torch.diagonal_scatter(square, h.tanh(), dim1=1, dim2=2).flatten(1)
+
+
+def test_pad_and_diagonal_scatter_train_like_cpu(delta) -> None:
+    torch.manual_seed(0)
+    cpu, tpu = _pair(nn.Sequential(_PadScatter(), nn.Linear(25, 3)))
+    compiled = torch.compile(tpu, backend="tpu")
+    opt_c, opt_t = torch.optim.SGD(cpu.parameters(), lr=0.05), torch.optim.SGD(tpu.parameters(), lr=0.05)
+    x, y = _data(4, 3, 6)
+    for _ in range(3):
+        expected = _step(cpu, opt_c, x, y)
+        torch.testing.assert_close(_step(compiled, opt_t, x.to("tpu"), y.to("tpu")).cpu(), expected)
+    for p, q in zip(cpu.parameters(), tpu.parameters(), strict=True):
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-4, atol=1e-6)
+    d = delta()
+    assert d["compiled_graphs"] == 1 and d["aot_backward_graphs"] == 1 and d["fallbacks"] == 0

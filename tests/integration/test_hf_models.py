@@ -88,3 +88,26 @@ def test_hf_greedy_generate_matches_cpu(name):
     assert torch.equal(again, want), (again, want)
     assert torch_tpu.metrics()["cache_misses"] == misses, "a repeated generate built new programs"
     assert dict(torch_tpu.metrics()["fallback_ops"]) == {}
+
+
+def test_hf_llama_compiled_trains_like_cpu():
+    """torch.compile(model) with the default backend (tpu graphs go to the "tpu" backend): Llama's causal mask is
+    built with F.pad, whose reference decomposition AOTAutograd refused before constant_pad_nd was lowered whole."""
+    torch.manual_seed(0)
+    model = _llama()
+    ids = _tokens(2, 12, seed=1)
+    batch = {"ids": ids, "mask": torch.ones_like(ids)}
+    compiled_on_tpu = {}
+
+    def loss_fn(m, d):
+        if d["ids"].device.type == "tpu":
+            m = compiled_on_tpu.setdefault(id(m), torch.compile(m))
+        return m(input_ids=d["ids"], attention_mask=d["mask"], labels=d["ids"]).loss
+
+    before = torch_tpu.metrics()["compiled_graphs"]
+    try:
+        fallbacks = _compare(model, batch, loss_fn, _adamw)
+    finally:
+        torch._dynamo.reset()
+    assert fallbacks == {}, fallbacks
+    assert torch_tpu.metrics()["compiled_graphs"] > before

@@ -78,6 +78,41 @@ def test_pad_integer_and_special_values():
     check(lambda t: F.pad(t, (2, 3), mode="reflect"), y, grad=False)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("value", [0.0, -1.5])
+@pytest.mark.parametrize(
+    ("shape", "pad"),
+    [
+        ((2, 3, 7), (2, 3)),
+        ((2, 3, 7), (1, -2, 0, 3)),  # a negative entry crops
+        ((2, 3, 4, 5), (-1, -1, 2, 0, 0, 1)),
+        ((5,), (0, 0)),
+        ((2, 3), (-1, -2)),
+    ],
+)
+def test_constant_pad(shape, pad, value, dtype):
+    check(lambda x: F.pad(x, pad, value=value), r(*shape, dtype=dtype), **TOL[dtype])
+    # check() counts from its start: the forward and the backward (a pad with the negated widths) are one op each,
+    # not PyTorch's composite fill + copy.
+    assert torch_tpu.metrics()["lowered_ops"].get("aten::constant_pad_nd", 0) == 2
+
+
+def test_constant_pad_integer_bool_empty_and_layouts():
+    check(lambda t: F.pad(t, (2, -1, 1, 0), value=7), torch.arange(12, dtype=torch.int64).reshape(3, 4), grad=False)
+    check(lambda t: F.pad(t, (1, 1), value=True), torch.tensor([[True, False]]), grad=False)
+    check(lambda t: F.pad(t, (1, 2), value=3.0), r(2, 0, 3), grad=False)  # empty in, non-empty out
+    check(lambda t: F.pad(t, (2, 1, 1, 3), value=0.5), channels_last(r(2, 3, 6, 5)))
+    check(lambda t: F.pad(t, (2, 1, 1, 3)), strided(r(2, 3, 6, 5)))
+
+
+@pytest.mark.parametrize(("pad", "message"), [((1,), "divisible by 2"), ((-5, 0), "narrow")])
+def test_constant_pad_errors_like_cpu(pad, message):
+    with pytest.raises(RuntimeError, match=message):
+        F.pad(r(2, 3), pad)
+    with pytest.raises(RuntimeError, match=message):
+        F.pad(r(2, 3).to("tpu"), pad)
+
+
 def test_reflect_pad_too_large_raises_like_cpu():
     x = r(1, 2, 3)
     with pytest.raises(RuntimeError, match="Padding size should be less than"):
@@ -270,6 +305,7 @@ def test_group_norm_layouts():
 # ---- PyTorch's OpInfo samples ----
 
 OPINFO_OPS = [
+    "nn.functional.pad.constant",
     "nn.functional.pad.reflect",
     "nn.functional.pad.replicate",
     "nn.functional.pad.replicate_negative",

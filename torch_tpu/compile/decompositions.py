@@ -17,12 +17,21 @@ def has_tpu_kernel(op: torch._ops.OpOverload) -> bool:
     return bool(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1"))
 
 
-def _stays_whole(op: torch._ops.OpOverload) -> bool:
-    """Ops kept as they are: those with a tpu kernel, and views (whatever their kernel, they stay views)."""
-    return has_tpu_kernel(op) or bool(getattr(op, "is_view", False))
-
-
 aten = torch.ops.aten
+
+# Functional ops whose registered decompositions (PyTorch's references) write into a view of a fresh tensor with
+# prims.copy_to, which AOTAutograd rejects ("expected to have an entirely functional graph"). They stay whole and run
+# through their composite kernels, whose pieces have tpu kernels.
+_MUTATING_DECOMPOSITIONS = {
+    aten.diagonal_scatter.default,
+    aten.constant_pad_nd.default,  # lowered whole anyway (a tpu kernel)
+}
+
+
+def _stays_whole(op: torch._ops.OpOverload) -> bool:
+    """Ops kept as they are: those with a tpu kernel, views (whatever their kernel, they stay views) and the ops
+    whose decompositions are not functional."""
+    return has_tpu_kernel(op) or bool(getattr(op, "is_view", False)) or op in _MUTATING_DECOMPOSITIONS
 
 
 def _batch_norm_functional(
