@@ -165,26 +165,27 @@ def thread_cpu_ms() -> dict[str, float]:
 
 
 def measure(work: Workload, mode: str, warmup: int, steps: int) -> dict[str, float]:
-    device = "cpu" if mode == "cpu" else "tpu"
-    if mode != "cpu":
+    on_tpu = mode != "cpu"
+    if on_tpu:
         torch_tpu.set_eager_mode(mode)
-    step = work.setup(device)
+    step = work.setup("tpu" if on_tpu else "cpu")
     for _ in range(warmup):
         step().item()
-    if mode != "cpu":
+    if on_tpu:
         torch.tpu.synchronize()
     gc.collect()
-    if mode != "cpu":
+    if on_tpu:
         torch.tpu.reset_peak_memory_stats()
-    before, cpu_before = (torch_tpu.metrics() if mode != "cpu" else {}), thread_cpu_ms()
+        before = torch_tpu.metrics()
+    cpu_before = thread_cpu_ms()
     median_s = _median_step_s(step, steps)  # each step ends with the loss read: the one host sync a loop needs
-    if mode != "cpu":
+    if on_tpu:
         torch.tpu.synchronize()
     cpu_after = thread_cpu_ms()
     # CPU time per step, all threads: on the CPU plugin the "device" is the host's own cores, so kernels and
     # dispatch share them and a step can be no faster than its CPU time spread over the cores.
     cpu = {f"cpu_ms_{k}": (cpu_after[k] - cpu_before[k]) / steps for k in cpu_after}
-    if mode == "cpu":
+    if not on_tpu:
         return {"steps_per_s": 1 / median_s, **cpu}
     after = torch_tpu.metrics()
 
