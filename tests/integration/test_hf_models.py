@@ -101,7 +101,9 @@ def test_hf_llama_compiled_trains_like_cpu():
 
     def loss_fn(m, d):
         if d["ids"].device.type == "tpu":
-            m = compiled_on_tpu.setdefault(id(m), torch.compile(m))
+            if id(m) not in compiled_on_tpu:
+                compiled_on_tpu[id(m)] = torch.compile(m)
+            m = compiled_on_tpu[id(m)]
         return m(input_ids=d["ids"], attention_mask=d["mask"], labels=d["ids"]).loss
 
     before = torch_tpu.metrics()["compiled_graphs"]
