@@ -5,7 +5,9 @@ inference forward) and a ResNet-style CNN with BatchNorm (train step). Each mode
 TORCH_TPU_EAGER_MODE, as a user selects it), the modes one after another round by round so a noisy machine slows
 all of them alike. Per workload and mode: steps/s, peak device memory, compiles after warm-up,
 executions, host->device transfers and host syncs per step; then the ratios the engine is judged by. A dispatch
-micro-benchmark prints per-op microseconds next to CPU PyTorch's. Results also go to benchmarks/results/eager_modes.md.
+micro-benchmark prints per-op microseconds next to CPU PyTorch's. Last, a bound no engine can pass on this host:
+each step's product FLOPs at the host's best measured matmul rate, everything else taken as free.
+Results also go to benchmarks/results/eager_modes.md.
 
 Run: `python benchmarks/eager_modes.py` (add `--quick` for a smoke run).
 """
@@ -29,6 +31,7 @@ import torch
 from report import write_report
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 import torch_tpu
 
@@ -222,6 +225,32 @@ def dispatch_microbenchmark(mode: str, n: int) -> float:
     return min(times[2:])
 
 
+def product_gflop(work: Workload) -> float:
+    """GFLOP of one step's products (matmuls and convolutions, forward and backward), counted on CPU."""
+    step = work.setup("cpu")
+    step()  # the optimizer's state exists from here on, as in the timed steps
+    with FlopCounterMode(display=False) as counter:
+        step()
+    return counter.get_total_flops() / 1e9
+
+
+def gemm_peak_gflops(mode: str, n: int, products: int) -> float:
+    """This host's best matmul rate: `products` distinct n x n x n float32 products per timed call, best of 3."""
+    device = "cpu" if mode == "cpu" else "tpu"
+    a = torch.randn(n, n, device=device)
+    bs = [torch.randn(n, n, device=device) for _ in range(products)]  # distinct: a fused graph keeps every product
+    best_s = math.inf
+    for i in range(5):
+        start = time.perf_counter()
+        outs = [a @ b for b in bs]
+        if device == "tpu":
+            torch.tpu.synchronize()
+        if i >= 2:
+            best_s = min(best_s, time.perf_counter() - start)
+        del outs
+    return 2 * n**3 * products / best_s / 1e9
+
+
 def warmup_and_steps(quick: bool) -> tuple[int, int]:
     # Steps 3-5 of a fused run still differ from the steady state (first runs of the loaded executables, buffers
     # first touched): 6 warm-up steps.
@@ -233,6 +262,10 @@ def child(mode: str, quick: bool) -> dict[str, dict[str, float]]:
     warmup, steps = warmup_and_steps(quick)
     out = {work.name: measure(work, mode, warmup, steps) for work in WORKLOADS}
     out["dispatch"] = {"us": dispatch_microbenchmark(mode, 200 if quick else 2000)}
+    if mode in ("cpu", "fused"):
+        out["gemm"] = {"gflops": gemm_peak_gflops(mode, 512 if quick else 2048, 2 if quick else 6)}
+    if mode == "cpu":
+        out["products"] = {work.name: product_gflop(work) for work in WORKLOADS}
     return out
 
 
@@ -245,6 +278,29 @@ def run_child(mode: str, quick: bool) -> dict[str, dict[str, float]]:
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} child failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bound_lines(speed: dict[str, dict[str, float]], gflop: dict[str, float], peak: float) -> list[str]:
+    """What the products alone allow: a step takes at least its product FLOPs at the host's best matmul rate, so no
+    engine can beat a baseline by more than the baseline's step time over that."""
+    lines = [
+        "",
+        f"Bound from the products alone: each step's matmul and convolution FLOPs (torch.utils.flop_counter) at this"
+        f" host's best measured matmul rate, {peak:.0f} GFLOP/s (2048x2048 float32 products, the better of torch's"
+        " CPU kernels and XLA-CPU's), with everything else taken as free. A ratio above its bound cannot be reached"
+        " on this host by any engine.",
+        "",
+        "| workload | product GFLOP/step | products at peak ms | fused / strict: measured, bound "
+        "| fused / CPU eager: measured, bound |",
+        "|---|---|---|---|---|",
+    ]
+    for name, s in speed.items():
+        floor_s = gflop[name] / peak
+        lines.append(
+            f"| {name} | {gflop[name]:.2f} | {floor_s * 1e3:.1f} | {s['fused'] / s['strict']:.2f}x, "
+            f"{1 / (s['strict'] * floor_s):.2f}x | {s['fused'] / s['cpu']:.2f}x, {1 / (s['cpu'] * floor_s):.2f}x |"
+        )
+    return lines
 
 
 def main() -> None:
@@ -264,7 +320,7 @@ def main() -> None:
         for mode in MODES:
             for name, r in run_child(mode, args.quick).items():
                 results.setdefault((name, mode), []).append(r)
-                if name != "dispatch":
+                if name not in ("dispatch", "gemm", "products"):
                     print(f"{name:28s} {mode:7s} {r['steps_per_s']:8.2f} steps/s", flush=True)
 
     def best(work: str, mode: str) -> dict[str, float]:
@@ -315,6 +371,11 @@ def main() -> None:
             f"| {work.name} | {f['steps_per_s'] / s['steps_per_s']:.2f}x | {f['steps_per_s'] / c['steps_per_s']:.2f}x "
             f"| {mem:.2f}x | {cpu_total(f) / cpu_total(c):.2f}x |"
         )
+    lines += bound_lines(
+        {work.name: {m: best(work.name, m)["steps_per_s"] for m in MODES} for work in WORKLOADS},
+        results[("products", "cpu")][0],
+        max(r["gflops"] for m in ("cpu", "fused") for r in results[("gemm", m)]),
+    )
     micro = {m: min(r["us"] for r in results[("dispatch", m)]) for m in MODES}
     lines += ["", "Per-op dispatch, `x + y` on 64x64 float32 (µs per op, including execution):", ""]
     lines += ["| CPU eager | debug | strict | fused |", "|---|---|---|---|"]
