@@ -263,7 +263,8 @@ def child(mode: str, quick: bool) -> dict[str, dict[str, float]]:
     out = {work.name: measure(work, mode, warmup, steps) for work in WORKLOADS}
     out["dispatch"] = {"us": dispatch_microbenchmark(mode, 200 if quick else 2000)}
     if mode in ("cpu", "fused"):
-        out["gemm"] = {"gflops": gemm_peak_gflops(mode, 512 if quick else 2048, 2 if quick else 6)}
+        n = 512 if quick else 2048
+        out["gemm"] = {"gflops": gemm_peak_gflops(mode, n, 2 if quick else 6), "n": n}
     if mode == "cpu":
         out["products"] = {work.name: product_gflop(work) for work in WORKLOADS}
     return out
@@ -280,13 +281,13 @@ def run_child(mode: str, quick: bool) -> dict[str, dict[str, float]]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def bound_lines(speed: dict[str, dict[str, float]], gflop: dict[str, float], peak: float) -> list[str]:
+def bound_lines(speed: dict[str, dict[str, float]], gflop: dict[str, float], peak: float, n: int) -> list[str]:
     """What the products alone allow: a step takes at least its product FLOPs at the host's best matmul rate, so no
     engine can beat a baseline by more than the baseline's step time over that."""
     lines = [
         "",
         f"Bound from the products alone: each step's matmul and convolution FLOPs (torch.utils.flop_counter) at this"
-        f" host's best measured matmul rate, {peak:.0f} GFLOP/s (2048x2048 float32 products, the better of torch's"
+        f" host's best measured matmul rate, {peak:.0f} GFLOP/s ({n}x{n} float32 products, the better of torch's"
         " CPU kernels and XLA-CPU's), with everything else taken as free. A ratio above its bound cannot be reached"
         " on this host by any engine.",
         "",
@@ -375,6 +376,7 @@ def main() -> None:
         {work.name: {m: best(work.name, m)["steps_per_s"] for m in MODES} for work in WORKLOADS},
         results[("products", "cpu")][0],
         max(r["gflops"] for m in ("cpu", "fused") for r in results[("gemm", m)]),
+        int(results[("gemm", "cpu")][0]["n"]),
     )
     micro = {m: min(r["us"] for r in results[("dispatch", m)]) for m in MODES}
     lines += ["", "Per-op dispatch, `x + y` on 64x64 float32 (µs per op, including execution):", ""]
