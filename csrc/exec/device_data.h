@@ -22,6 +22,12 @@ std::shared_mutex& donation_mutex();
 
 // Runs the device's open graph (fused mode), so every storage it writes holds its buffer. Defined in exec/graph.cpp.
 void flush_device(int device);
+// Held by whatever reads storages of `device` to replace their contents: the open graph while it records or runs, a
+// program of its own from construction to run, a compiled graph's replay. A storage update (read the old buffer,
+// write the new one, swap) is then atomic with respect to every other writer on any thread: two threads writing
+// disjoint rows of one tensor both land. Recursive: a program may run the open graph first. Defined in
+// exec/graph.cpp.
+std::recursive_mutex& device_mutex(int device);
 // A storage that dies while its device's open graph still refers to it: the graph drops it (a dead storage is
 // never an output). Defined in exec/graph.cpp.
 void forget_in_graph(int device, const void* data);

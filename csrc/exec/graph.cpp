@@ -394,7 +394,7 @@ bool known_op(const RecordedOp& op, std::string& node_key, std::shared_ptr<const
 // ---- The open graph of each device -------------------------------------------------------------------------------
 
 struct OpenGraph {
-  std::recursive_mutex mu;  // the autograd thread and the user's thread append to the same graph
+  std::recursive_mutex mu;  // device_mutex(): the autograd thread and the user's thread append to the same graph
   Recording recording;      // ops recorded, not lowered (cacheable)
   std::unique_ptr<TensorProgram> program;  // ops lowered as they came (after a new structure or a custom build)
   int lowered = 0;          // ops in `program`
@@ -434,6 +434,8 @@ void count_node(int device, OpenGraph& g) {
 }
 
 }  // namespace
+
+std::recursive_mutex& device_mutex(int device) { return graph_of(device).mu; }
 
 void flush_device(int device) {
   OpenGraph& g = graph_of(device);
@@ -510,6 +512,8 @@ void record_op(int device, RecordedOp op) {
   std::string node_key;
   std::shared_ptr<const OpFacts> facts;
   bool known = known_op(op, node_key, facts);
+  OpenGraph& g = graph_of(device);
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
   if (eager_mode() != EagerMode::kFused) {
     if (!known) {  // a new structure: lowered now, so its errors surface here
       TensorProgram program(device);
@@ -522,8 +526,6 @@ void record_op(int device, RecordedOp op) {
     run_recording(device, rec);
     return;
   }
-  OpenGraph& g = graph_of(device);
-  std::lock_guard<std::recursive_mutex> lock(g.mu);
   ++g.building;
   try {
     if (known && !g.program) {

@@ -256,6 +256,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
 
 std::optional<std::vector<c10::IValue>> CapturedGraph::replay(const std::vector<c10::IValue>& inputs) const {
   if (inputs.size() != inputs_.size()) return std::nullopt;
+  std::lock_guard<std::recursive_mutex> writing(device_mutex(device_));  // its updates of inputs are atomic too
   std::vector<DeviceData*> data(inputs.size(), nullptr);
   std::unordered_set<const DeviceData*> storages;
   bool pending = false;

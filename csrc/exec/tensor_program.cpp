@@ -50,9 +50,15 @@ TensorProgram::StorageSlot& TensorProgram::slot(const at::Tensor& t) {
   StorageSlot s;
   s.data = data;
   s.nbytes = static_cast<int64_t>(t.storage().nbytes());
+  s.first_id = b_.next_id();
   if (open_graph_) data->set_membership(DeviceData::kRead);
   slot_order_.push_back(data);
   return slots_.emplace(data, std::move(s)).first->second;
+}
+
+TensorProgram::TensorProgram(int device, bool open_graph) : device_(device), open_graph_(open_graph) {
+  // The open graph's program is built under the graph's lock already.
+  if (!open_graph_) device_lock_ = std::unique_lock<std::recursive_mutex>(device_mutex(device));
 }
 
 TensorProgram::~TensorProgram() { release_storages(); }
@@ -100,8 +106,13 @@ Value TensorProgram::storage_value(StorageSlot& s, ElementType dtype) {
       s.value = b_.constant(0, dtype, {numel});  // never written: reads as zeros
     }
     s.has_value = true;
+    s.versions.push_back(s.value);
   }
-  if (s.value.type.dtype != dtype) s.value = reinterpret_storage(b_, s.value, dtype, numel);
+  if (s.value.type.dtype != dtype) {
+    s.value = reinterpret_storage(b_, s.value, dtype, numel);
+    s.versions.push_back(s.value);
+    s.reads.clear();
+  }
   return s.value;
 }
 
@@ -209,7 +220,10 @@ Value TensorProgram::read(const at::Tensor& t, const ArgSource& source) {
   }
   ElementType dtype = element_type_of(t.scalar_type());
   StorageSlot& s = slot(t);
-  return apply_bits(b_, t, read_view(b_, storage_value(s, dtype), view_of(t)));
+  ViewSpec view = view_of(t);
+  Value v = read_view(b_, storage_value(s, dtype), view);
+  s.reads.emplace_back(std::move(view), v);
+  return apply_bits(b_, t, v);
 }
 
 void TensorProgram::write(const at::Tensor& target, const Value& value) {
@@ -219,8 +233,24 @@ void TensorProgram::write(const at::Tensor& target, const Value& value) {
   int64_t numel = s.nbytes / element_size(type.dtype);
   ViewSpec view = view_of(target);
   bool whole = view.offset == 0 && view.numel() == numel && target.is_contiguous();
-  Value base = whole ? Value{} : storage_value(s, type.dtype);
-  s.value = whole ? b_.reshape(v, {numel}) : write_view(b_, base, v, view);
+  if (whole) {
+    s.value = b_.reshape(v, {numel});
+  } else {
+    // The write rule: a partial write may update the storage in place (dynamic_update_slice, scatter) only when each
+    // written element is computed from the storage at most at its own position, through elementwise ops from a read
+    // of this very view. Otherwise (x[0] = x[0].flip(0), x[0].add_(x[0].roll(1))) an in-place update could read
+    // elements it already overwrote (XLA-CPU does), so the new contents are chosen elementwise instead.
+    Value base = storage_value(s, type.dtype);
+    std::vector<Value> same_place;
+    for (const auto& [seen, read] : s.reads) {
+      if (seen == view && read.type == v.type) same_place.push_back(read);
+    }
+    bool apart = b_.reads_elsewhere(v, s.versions, same_place, s.first_id);
+    if (apart) runtime_counters().writes_apart++;
+    s.value = apart ? write_view_apart(b_, base, v, view) : write_view(b_, base, v, view);
+  }
+  s.versions.push_back(s.value);
+  s.reads.clear();
   s.has_value = true;
   s.written = true;
   if (open_graph_) s.data->set_membership(DeviceData::kWritten);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "exec/device_data.h"
 #include "hlo/builder.h"
+#include "lowering/views.h"
 
 namespace torch_tpu {
 
@@ -68,7 +70,8 @@ class TensorProgram {
  public:
   // `open_graph`: the device's open graph in fused mode (exec/graph.h), whose storages are marked pending until it
   // runs; otherwise a program that runs at once.
-  explicit TensorProgram(int device, bool open_graph = false) : device_(device), open_graph_(open_graph) {}
+  // A program of its own holds device_mutex() from here until it is destroyed.
+  explicit TensorProgram(int device, bool open_graph = false);
   ~TensorProgram();
   TensorProgram(const TensorProgram&) = delete;
   TensorProgram& operator=(const TensorProgram&) = delete;
@@ -117,6 +120,12 @@ class TensorProgram {
     bool has_value = false;
     Value value;  // current contents, typed as the last reader/writer wanted
     bool written = false;
+    // For the write rule (see write()): every value that held this storage's contents in this program, the builder
+    // id before the first of them, and the views read from the current contents (each view's value, before
+    // conj/neg bits are applied).
+    std::vector<Value> versions;
+    int first_id = 0;
+    std::vector<std::pair<ViewSpec, Value>> reads;
   };
 
   StorageSlot& slot(const at::Tensor& t);
@@ -126,6 +135,7 @@ class TensorProgram {
 
   int device_;
   bool open_graph_;
+  std::unique_lock<std::recursive_mutex> device_lock_;
   HloBuilder b_;
   struct Check {
     Value bad;

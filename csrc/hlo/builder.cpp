@@ -1,8 +1,12 @@
 #include "hlo/builder.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <set>
+#include <utility>
 
 #include "runtime/error.h"
 
@@ -44,6 +48,39 @@ const char* direction_name(CompareDirection d) {
     case CompareDirection::kGe: return "GE";
   }
   return "EQ";
+}
+
+// The id of a value's name in the dependency table: %12 and %12#1 are 12, %arg3 is -4; region arguments (%b5) and
+// anything else are kNotTracked.
+constexpr int kNotTracked = std::numeric_limits<int>::min();
+int value_id(const std::string& name) {
+  if (name.size() < 2 || name[0] != '%') return kNotTracked;
+  const bool is_arg = name.compare(1, 3, "arg") == 0;
+  const size_t from = is_arg ? 4 : 1;
+  if (from >= name.size() || !std::isdigit(static_cast<unsigned char>(name[from]))) return kNotTracked;
+  int id = 0;
+  for (size_t i = from; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) {
+    id = id * 10 + (name[i] - '0');
+  }
+  return is_arg ? -1 - id : id;
+}
+
+// Ops whose every result element is computed from the operands' elements at the same position (or, for a reshape,
+// at the same position in row-major order): a value made by these alone from a read of a target's own elements
+// holds, at each position, what that position held.
+bool keeps_positions(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "stablehlo.abs", "stablehlo.add", "stablehlo.and", "stablehlo.atan2",
+      "stablehlo.cbrt", "stablehlo.ceil", "stablehlo.clamp", "stablehlo.compare", "stablehlo.complex",
+      "stablehlo.convert", "stablehlo.cosine", "stablehlo.divide", "stablehlo.exponential",
+      "stablehlo.exponential_minus_one", "stablehlo.floor", "stablehlo.imag", "stablehlo.is_finite", "stablehlo.log",
+      "stablehlo.log_plus_one", "stablehlo.logistic", "stablehlo.maximum", "stablehlo.minimum", "stablehlo.multiply",
+      "stablehlo.negate", "stablehlo.not", "stablehlo.or", "stablehlo.popcnt", "stablehlo.power", "stablehlo.real",
+      "stablehlo.reduce_precision", "stablehlo.remainder", "stablehlo.reshape", "stablehlo.round_nearest_afz",
+      "stablehlo.round_nearest_even", "stablehlo.rsqrt", "stablehlo.select", "stablehlo.shift_left",
+      "stablehlo.shift_right_arithmetic", "stablehlo.shift_right_logical", "stablehlo.sign", "stablehlo.sine",
+      "stablehlo.sqrt", "stablehlo.subtract", "stablehlo.tan", "stablehlo.tanh", "stablehlo.xor"};
+  return ops.count(op) > 0;
 }
 
 const char* compare_type(ElementType t) {
@@ -115,6 +152,7 @@ std::vector<Value> HloBuilder::op(const std::string& name, const std::vector<Val
                                   const std::vector<TensorType>& results, const std::string& attrs,
                                   const std::vector<std::string>& regions) {
   std::ostringstream& out = bodies_.empty() ? main_body_ : *bodies_.back();
+  note_made(name, operands);
   std::string id = fresh();
   out << std::string(indent_, ' ');
   if (results.size() == 1) {
@@ -150,7 +188,61 @@ Value HloBuilder::op1(const std::string& name, const std::vector<Value>& operand
   return op(name, operands, {result}, attrs, regions)[0];
 }
 
+void HloBuilder::note_made(const std::string& op, const std::vector<Value>& operands) {
+  std::vector<Value> read = operands;
+  read.insert(read.end(), pending_captures_.begin(), pending_captures_.end());
+  pending_captures_.clear();
+  auto is_main_value = [&](int id) {
+    return id != kNotTracked && (id < 0 || (static_cast<size_t>(id) < made_.size() && !made_[id].op.empty()));
+  };
+  if (!bodies_.empty()) {  // an op inside a region: what it reads of @main is read by the op that takes the region
+    for (const Value& v : read) {
+      if (is_main_value(value_id(v.name))) captures_.back().push_back(v);
+    }
+    made_.resize(static_cast<size_t>(next_id_) + 1);
+    return;
+  }
+  Made m;
+  m.op = op;
+  for (const Value& v : read) {
+    int id = value_id(v.name);
+    if (is_main_value(id)) m.inputs.push_back(id);
+  }
+  made_.resize(static_cast<size_t>(next_id_) + 1);
+  made_[static_cast<size_t>(next_id_)] = std::move(m);
+}
+
+bool HloBuilder::reads_elsewhere(const Value& v, const std::vector<Value>& sources,
+                                 const std::vector<Value>& same_place, int first) const {
+  std::set<int> source_ids;
+  for (const Value& s : sources) source_ids.insert(value_id(s.name));
+  std::set<int> allowed;  // same_place and what each is a reshape of
+  for (const Value& p : same_place) {
+    for (int id = value_id(p.name); id >= 0 && allowed.insert(id).second;) {
+      const Made& m = made_.at(static_cast<size_t>(id));
+      if (m.op != "stablehlo.reshape" || m.inputs.size() != 1) break;
+      id = m.inputs[0];
+    }
+  }
+  // Depth-first over (value, reached through position-keeping ops only); each pair visited once.
+  std::set<std::pair<int, bool>> seen;
+  std::vector<std::pair<int, bool>> todo{{value_id(v.name), true}};
+  while (!todo.empty()) {
+    auto [id, keeps] = todo.back();
+    todo.pop_back();
+    if (id == kNotTracked || !seen.insert({id, keeps}).second) continue;
+    if (keeps && allowed.count(id) > 0) continue;
+    if (source_ids.count(id) > 0) return true;
+    if (id < 0 || id < first || static_cast<size_t>(id) >= made_.size()) continue;
+    const Made& m = made_[static_cast<size_t>(id)];
+    const bool next = keeps && keeps_positions(m.op);
+    for (int in : m.inputs) todo.emplace_back(in, next);
+  }
+  return false;
+}
+
 std::string HloBuilder::region(const std::vector<TensorType>& arg_types, const RegionBody& body) {
+  captures_.emplace_back();
   std::ostringstream text;
   std::vector<Value> args;
   std::string header = "^bb0(";
@@ -167,14 +259,23 @@ std::string HloBuilder::region(const std::vector<TensorType>& arg_types, const R
     yielded = body(*this, args);
   } catch (...) {
     bodies_.pop_back();
+    captures_.pop_back();
     indent_ -= 2;
     throw;
+  }
+  for (const Value& v : yielded) {
+    int id = value_id(v.name);
+    if (id != kNotTracked && (id < 0 || (static_cast<size_t>(id) < made_.size() && !made_[id].op.empty()))) {
+      captures_.back().push_back(v);
+    }
   }
   std::vector<TensorType> types;
   for (const auto& v : yielded) types.push_back(v.type);
   text << std::string(indent_, ' ') << "\"stablehlo.return\"(" << join_names(yielded) << ") : (" << join_types(types)
        << ") -> ()\n";
   bodies_.pop_back();
+  pending_captures_.insert(pending_captures_.end(), captures_.back().begin(), captures_.back().end());
+  captures_.pop_back();
   indent_ -= 2;
   return "{\n" + std::string(indent_, ' ') + header + "\n" + text.str() + std::string(indent_, ' ') + "}";
 }

@@ -100,6 +100,16 @@ class HloBuilder {
   // The module text returning `results` from @main.
   std::string build(const std::vector<Value>& results) const;
 
+  // Whether some element of `v` (a value of @main) is computed from one of `sources` other than from the element at
+  // its own position of `same_place`: values that hold, position for position, the elements `v` will replace.
+  // Those (and the values they reshape) may be used through elementwise ops and reshapes only; any other path to a
+  // source counts. Values made before `first` (an id from next_id()) are not searched: they were made before any
+  // source existed. A write may update its target in place only when this is false (see exec/tensor_program).
+  bool reads_elsewhere(const Value& v, const std::vector<Value>& sources, const std::vector<Value>& same_place,
+                       int first) const;
+  // The id the next op's result will get.
+  int next_id() const { return next_id_; }
+
  private:
   std::string fresh();
 
@@ -112,6 +122,17 @@ class HloBuilder {
   const Origin* origin_of(const Value& v) const;
   Value elementwise(const std::vector<Value>& operands, const Emit& emit);
   Value convert_now(const Value& v, ElementType dtype);
+
+  // How each op of @main was made (indexed by its id): its name and the ids of what it read, its regions' captures
+  // included (arguments of @main as -1 - index). Only dependency queries read it.
+  struct Made {
+    std::string op;
+    std::vector<int> inputs;
+  };
+  void note_made(const std::string& op, const std::vector<Value>& operands);
+  std::vector<Made> made_;
+  std::vector<std::vector<Value>> captures_;  // per open region: values of @main its ops read
+  std::vector<Value> pending_captures_;       // captures of regions built for the next op
 
   std::unordered_map<std::string, Origin> origins_;
   std::unordered_map<std::string, Transposed> transposes_;

@@ -161,6 +161,20 @@ Value write_box(HloBuilder& b, const Value& storage, const Value& update, const 
   return b.dynamic_update_slice(storage, flat, {b.constant(static_cast<double>(p.base), ElementType::kS64)});
 }
 
+// `into` (1-D) with the element at each flat index of view `v` replaced by the matching one of `values` ([numel]).
+Value scatter_elements(HloBuilder& b, const Value& into, const ViewSpec& v, const Value& values) {
+  Value idx = b.reshape(element_indices(b, v), {v.numel(), 1});
+  TensorType scalar{into.type.dtype, {}};
+  std::string body = b.region({scalar, scalar}, [](HloBuilder&, const std::vector<Value>& args) {
+    return std::vector<Value>{args[1]};
+  });
+  return b.op1("stablehlo.scatter", {into, idx, values}, into.type,
+               "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+               "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+               "unique_indices = false",
+               {body});
+}
+
 std::string gather_dims() {
   return "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
          "index_vector_dim = 1>, slice_sizes = array<i64: 1>, indices_are_sorted = false";
@@ -223,17 +237,33 @@ Value write_view(HloBuilder& b, const Value& storage, const Value& update, const
     if (std::optional<Box> box = box_of(v, d, total)) return write_box(b, storage, update, v, d, *box);
   }
   // Anything else: scatter every element to its flat index.
-  Value idx = b.reshape(element_indices(b, v), {n, 1});
-  Value upd = b.reshape(update, {n});
-  TensorType scalar{storage.type.dtype, {}};
-  std::string body = b.region({scalar, scalar}, [](HloBuilder&, const std::vector<Value>& args) {
-    return std::vector<Value>{args[1]};
-  });
-  return b.op1("stablehlo.scatter", {storage, idx, upd}, storage.type,
-               "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
-               "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
-               "unique_indices = false",
-               {body});
+  return scatter_elements(b, storage, v, b.reshape(update, {n}));
+}
+
+Value write_view_apart(HloBuilder& b, const Value& storage, const Value& update, const ViewSpec& v) {
+  const int64_t n = v.numel();
+  const int64_t total = storage.type.dims[0];
+  if (n == 0) return storage;
+  const ElementType dtype = storage.type.dtype;
+  DenseLayout d = analyse(v);
+  bool broadcast = false;
+  for (size_t i = 0; i < v.sizes.size(); ++i) broadcast = broadcast || (v.sizes[i] > 1 && v.strides[i] == 0);
+  Value placed, mask;
+  if (d.dense && d.step > 0 && !broadcast) {
+    // The update in storage order, spread `step` apart from the offset: a pad, no scatter.
+    std::vector<int64_t> kept_sizes;
+    for (int64_t i : d.kept) kept_sizes.push_back(v.sizes[i]);
+    Value u = b.reshape(update, kept_sizes);
+    if (d.order != d.kept) u = b.transpose(u, to_storage_order(d));
+    const int64_t span = (n - 1) * d.step + 1;
+    const std::vector<int64_t> low{v.offset}, high{total - v.offset - span}, interior{d.step - 1};
+    placed = b.pad(b.reshape(u, {n}), b.constant(0, dtype), low, high, interior);
+    mask = b.pad(b.constant(1, ElementType::kPred, {n}), b.constant(0, ElementType::kPred), low, high, interior);
+  } else {
+    placed = scatter_elements(b, b.constant(0, dtype, {total}), v, b.reshape(update, {n}));
+    mask = scatter_elements(b, b.constant(0, ElementType::kPred, {total}), v, b.constant(1, ElementType::kPred, {n}));
+  }
+  return b.select(mask, placed, storage);
 }
 
 Value reinterpret_storage(HloBuilder& b, const Value& raw, ElementType dtype, int64_t numel) {

@@ -24,6 +24,7 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"disk_cache_hits", disk_cache_hits.load()},
       {"cache_evictions", cache_evictions.load()},
       {"donations", donations.load()},
+      {"writes_apart", writes_apart.load()},
       {"graphs_run", graphs_run.load()},
       {"graph_cache_hits", graph_cache_hits.load()},
       {"graph_cache_misses", graph_cache_misses.load()},

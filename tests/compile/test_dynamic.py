@@ -4,6 +4,7 @@ a mean over tokens) run unpadded, one program per length. Both equal unpadded CP
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch._dynamo
 from torch import nn
@@ -135,3 +136,29 @@ def test_dynamic_training_runs_unpadded(delta) -> None:
         torch.testing.assert_close(tpu.fc.weight.grad.cpu(), cpu.fc.weight.grad, rtol=1e-4, atol=1e-4)
     d = delta()
     assert d["bucketed_calls"] == 0 and d["compiled_graphs"] == 1 and d["compiled_backward_calls"] == 3
+
+
+def _times_length(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.full_like(x, x.shape[0])
+
+
+def _over_length_minus_one(x: torch.Tensor) -> torch.Tensor:
+    return x / torch.full_like(x[:, :1], x.shape[0] - 1)
+
+
+def _plus_arange_from_length(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.arange(x.shape[0], 2 * x.shape[0], device=x.device).unsqueeze(1)
+
+
+def _times_half_length(x: torch.Tensor) -> torch.Tensor:
+    return x * (x.shape[0] / 2)
+
+
+@pytest.mark.parametrize("fn", [_times_length, _over_length_minus_one, _plus_arange_from_length, _times_half_length])
+@pytest.mark.parametrize("length", [5, 33])
+def test_values_computed_from_the_length_see_the_length(fn, length: int) -> None:
+    """A factory whose values (not only its shape) read the dynamic length is never padded: it would see the bucket."""
+    torch._dynamo.reset()
+    x = torch.ones(length, 3)
+    got = torch.compile(fn, backend="tpu", dynamic=True)(x.to("tpu"))
+    torch.testing.assert_close(got.cpu(), fn(x))

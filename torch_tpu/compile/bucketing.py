@@ -155,6 +155,23 @@ _FACTORIES = {
     aten.empty_like.default,
 }
 _SYM_OPS = {operator.mul, operator.add, operator.floordiv, aten.sym_size.int}
+_SYM_NUMBERS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# The factory arguments that only shape the result. Any other argument that reads s (a fill value, an arange's start
+# or step) puts the padded length into values at positions < L: `full_like(x, x.shape[0])` would hold the bucket.
+# arange's end only decides how many of 0, 1, 2, ... there are, so it may carry s when start and step do not.
+_SHAPE_ARGUMENTS = {"size", "self", "end"}
+
+
+def _factory_value_reads_s(a: _Analysis, target: torch._ops.OpOverload, node: torch.fx.Node) -> bool:
+    names = [arg.name for arg in target._schema.arguments]
+    bound = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+    for name, value in bound.items():
+        if name in _SHAPE_ARGUMENTS:
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(a.carries(_val(v)) for v in values):
+            return True
+    return False
 
 
 def _check_node(a: _Analysis, node: torch.fx.Node, lay: dict[torch.fx.Node, Any]) -> None:
@@ -170,7 +187,7 @@ def _check_node(a: _Analysis, node: torch.fx.Node, lay: dict[torch.fx.Node, Any]
         return  # a size computed from s: checked where it is used (only shape arguments accept it)
 
     def uses_size_as_value() -> bool:
-        return any(isinstance(_val(x), torch.SymInt) and a.carries(_val(x)) for x in node.all_input_nodes)
+        return any(a.carries(_val(x)) for x in node.all_input_nodes if isinstance(_val(x), _SYM_NUMBERS))
 
     if target is operator.getitem:
         return  # the element of a tuple output, checked with its producer
@@ -183,6 +200,8 @@ def _check_node(a: _Analysis, node: torch.fx.Node, lay: dict[torch.fx.Node, Any]
         return lay.get(n) if n in lay else a.natural(_val(n))
 
     if target in _FACTORIES:
+        if _factory_value_reads_s(a, target, node):
+            raise _Refuse(f"{target} computes its values from a size of s")
         if target in (aten.expand.default,):
             src = in_layout(node.args[0])
             if src is not None and src.coeff != 1:
