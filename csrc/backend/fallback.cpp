@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "backend/aliasing.h"
 #include "backend/generator.h"
 #include "backend/lowered_op.h"
 #include "exec/state.h"
@@ -147,6 +148,14 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   auto policy = static_cast<FallbackPolicy>(g_policy.load());
   TORCH_CHECK_NOT_IMPLEMENTED(policy != FallbackPolicy::kError, "The operator '", name,
                               "' has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running it on the CPU.");
+  {
+    // The host copies of overlapping arguments no longer overlap: CPU's overlap errors are checked first.
+    const auto& arguments = op.schema().arguments();
+    std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(arguments.size()), stack->end());
+    std::vector<bool> writes;
+    for (const c10::Argument& a : arguments) writes.push_back(a.alias_info() != nullptr && a.alias_info()->isWrite());
+    check_overlaps_as_cpu(op, args, writes);
+  }
   count_fallback(op);
   if (policy == FallbackPolicy::kWarn) {
     bool first = false;

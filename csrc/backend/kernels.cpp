@@ -105,6 +105,7 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking
   TORCH_CHECK(self.defined() && src.defined(), "copy_: both tensors must be defined");
   if (self.numel() == 0) return self;
   at::assert_no_internal_overlap(self);
+  if (src.device() == self.device()) at::assert_no_partial_overlap(self, src);  // as CPU's copy_
   if (non_blocking && copy_non_blocking(self, src)) return self;  // pinned host memory <-> tpu (async_copy.cpp)
   bool dst_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == c10::DeviceType::PrivateUse1;

@@ -1,4 +1,5 @@
 #include "backend/lowered_op.h"
+#include "backend/aliasing.h"
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
@@ -321,6 +322,9 @@ struct OpInfo {
   bool shape_from_scalars = false;  // a Scalar sets the result's shape (arange, linspace): its value is in the key
   bool fresh_results = false;       // returns new tensors even if it writes arguments (_batch_norm_with_update)
   std::vector<ArgInfo> args;
+  std::vector<bool> writes;  // per argument: ArgInfo::writes
+  bool writes_any = false;
+  bool writes_list = false;  // writes a tensor list (in-place foreach ops)
   std::atomic<int64_t> lowered{0};  // calls run through the rule
 };
 
@@ -354,6 +358,9 @@ OpInfo& op_info(const c10::OperatorHandle& op) {
     k.number_list = is_number_list_type(type);
     k.writes = a.alias_info() != nullptr && a.alias_info()->isWrite();
     info->args.push_back(k);
+    info->writes.push_back(k.writes);
+    info->writes_any = info->writes_any || k.writes;
+    info->writes_list = info->writes_list || (k.writes && type->kind() == c10::TypeKind::ListType);
   }
   if (slot) g_retired.push_back(std::move(slot));  // a schema now gone, another registered at its address
   slot = std::move(info);
@@ -478,7 +485,9 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const LoweringRow* row = info.row;
   TORCH_INTERNAL_ASSERT(row != nullptr, "no lowering rule for ", info.name);
   size_t n = schema.arguments().size();
+  if (info.writes_list && run_foreach_in_order(op, stack)) return;
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
+  if (info.writes_any) check_overlaps_as_cpu(op, args, info.writes);
   if (row->prepare) row->prepare(args);
   if (row->applies && !row->applies(args)) {
     run_fallback(op, stack);
@@ -557,8 +566,6 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (out_types[i].defined && targets[i].sizes() != c10::IntArrayRef(out_types[i].sizes)) {
       targets[i].resize_(out_types[i].sizes);
     }
-    // As on the CPU: a write through a tensor whose elements share memory (an expand) has no defined result.
-    at::assert_no_internal_overlap(targets[i]);
   }
 
   // The op as the structural cache records it (exec/graph.h): structure, snapshots of its tensors, its results.

@@ -175,6 +175,28 @@ Value scatter_elements(HloBuilder& b, const Value& into, const ViewSpec& v, cons
                {body});
 }
 
+// A view with a broadcast dim names some storage elements at several positions (x.expand(2, 3)). As on the CPU, a
+// position the update leaves as it was does not overwrite one it changed (index_put_ into one row of an expanded
+// tensor changes every row); among positions that change one element differently, any may win, as on the CPU.
+// One scatter of (value, changed) pairs whose combiner keeps a changed value.
+Value write_broadcast_view(HloBuilder& b, const Value& storage, const Value& update, const ViewSpec& v) {
+  const int64_t n = v.numel();
+  const TensorType flags{ElementType::kPred, storage.type.dims};
+  Value upd = b.reshape(update, {n});
+  Value changed = b.compare(CompareDirection::kNe, upd, b.reshape(read_view(b, storage, v), {n}));
+  Value idx = b.reshape(element_indices(b, v), {n, 1});
+  const TensorType value{storage.type.dtype, {}}, flag{ElementType::kPred, {}};
+  std::string body = b.region({value, flag, value, flag}, [](HloBuilder& r, const std::vector<Value>& a) {
+    return std::vector<Value>{r.select(a[3], a[2], a[0]), r.binary("stablehlo.or", a[1], a[3])};
+  });
+  return b.op("stablehlo.scatter", {storage, b.constant(0, ElementType::kPred, flags.dims), idx, upd, changed},
+              {storage.type, flags},
+              "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+              "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+              "unique_indices = false",
+              {body})[0];
+}
+
 std::string gather_dims() {
   return "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
          "index_vector_dim = 1>, slice_sizes = array<i64: 1>, indices_are_sorted = false";
@@ -233,9 +255,8 @@ Value write_view(HloBuilder& b, const Value& storage, const Value& update, const
     Value start = b.constant(static_cast<double>(v.offset), ElementType::kS64);
     return b.dynamic_update_slice(storage, flat, {start});
   }
-  if (!broadcast) {
-    if (std::optional<Box> box = box_of(v, d, total)) return write_box(b, storage, update, v, d, *box);
-  }
+  if (broadcast) return write_broadcast_view(b, storage, update, v);
+  if (std::optional<Box> box = box_of(v, d, total)) return write_box(b, storage, update, v, d, *box);
   // Anything else: scatter every element to its flat index.
   return scatter_elements(b, storage, v, b.reshape(update, {n}));
 }
@@ -248,8 +269,9 @@ Value write_view_apart(HloBuilder& b, const Value& storage, const Value& update,
   DenseLayout d = analyse(v);
   bool broadcast = false;
   for (size_t i = 0; i < v.sizes.size(); ++i) broadcast = broadcast || (v.sizes[i] > 1 && v.strides[i] == 0);
+  if (broadcast) return write_broadcast_view(b, storage, update, v);
   Value placed, mask;
-  if (d.dense && d.step > 0 && !broadcast) {
+  if (d.dense && d.step > 0) {
     // The update in storage order, spread `step` apart from the offset: a pad, no scatter.
     std::vector<int64_t> kept_sizes;
     for (int64_t i : d.kept) kept_sizes.push_back(v.sizes[i]);
