@@ -222,8 +222,11 @@ class OpProgram final : public OpContext {
     return program_.host_vector(number_list(i), dtype, ArgSource::list(node_, static_cast<int>(i)));
   }
   void check(const Value& bad, const std::string& message, bool index_error, std::optional<Value> culprit) override {
-    program_.add_check(bad, message, index_error, culprit);
+    Value any = program_.add_check(bad, message, index_error, culprit);
+    failed_ = failed_ ? b.binary("stablehlo.or", *failed_, any) : any;
   }
+  // Whether one of the op's checks failed (none: the op has no checks).
+  const std::optional<Value>& failed() const { return failed_; }
   void update_arg(size_t i, const Value& value) override {
     facts_.updates_args = true;
     program_.write(args_.at(i).toTensor(), value);
@@ -242,6 +245,7 @@ class OpProgram final : public OpContext {
   int node_;
   OpFacts& facts_;
   mutable std::set<int> value_reads_;
+  std::optional<Value> failed_;
 };
 
 // A view of `t`'s storage with its sizes, strides and offset as they are now (later metadata changes to `t`, such
@@ -649,8 +653,9 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     outputs.push_back(std::move(t));
   }
   const OpInfo* about = &info;  // lives as long as the process (in g_infos or g_retired)
-  rec.lower = [about, outs, result_index = std::move(result_index)](TensorProgram& program, const RecordedOp& op,
-                                                                     int node, OpFacts& facts) {
+  std::vector<bool> fresh(result_index.size(), targets.empty());  // per result: a new tensor, not an argument
+  rec.lower = [about, outs, result_index = std::move(result_index), fresh = std::move(fresh)](
+                  TensorProgram& program, const RecordedOp& op, int node, OpFacts& facts) {
     const std::string& name = about->short_name;
     const std::vector<OutType>& types = *outs;
     OpProgram ctx(program, name, op.args, types, node, facts);
@@ -665,7 +670,15 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                               " but PyTorch expects ", c10::IntArrayRef(types[i].sizes));
         v = ctx.b.reshape(v, types[i].sizes);
       }
-      program.write(op.tensors.at(static_cast<size_t>(result_index[i])), v);
+      const at::Tensor& target = op.tensors.at(static_cast<size_t>(result_index[i]));
+      if (ctx.failed() && !fresh.at(i)) {
+        // An op whose check fails leaves its in-place/out= targets as they were (the error is raised later, at
+        // the next sync), as the CPU, which raises before writing, does.
+        Value before = program.read(target);
+        v = ctx.b.select(ctx.b.broadcast_to(*ctx.failed(), before.type.dims), before,
+                         ctx.b.convert(v, before.type.dtype));
+      }
+      program.write(target, v);
     }
   };
   record_op(device, std::move(rec));

@@ -73,8 +73,8 @@ void TensorProgram::forget(const void* data) {
   slot_order_.erase(std::remove(slot_order_.begin(), slot_order_.end(), data), slot_order_.end());
 }
 
-void TensorProgram::add_check(const Value& bad, const std::string& message, bool index_error,
-                              std::optional<Value> culprit) {
+Value TensorProgram::add_check(const Value& bad, const std::string& message, bool index_error,
+                               std::optional<Value> culprit) {
   Value any = bad;
   if (bad.type.rank() > 0) {
     std::vector<int64_t> all(static_cast<size_t>(bad.type.rank()));
@@ -83,6 +83,7 @@ void TensorProgram::add_check(const Value& bad, const std::string& message, bool
   }
   if (culprit) culprit = b_.convert(*culprit, ElementType::kS64);
   checks_.push_back(Check{any, message, index_error, culprit});
+  return any;
 }
 
 Value TensorProgram::storage_value(StorageSlot& s, ElementType dtype) {

@@ -96,8 +96,9 @@ class TensorProgram {
   // Raises IndexError (or RuntimeError) with `message` after the program ran if the predicate `bad` holds anywhere;
   // "{value}" in the message becomes the 0-d integer `culprit`. Checks run on the device and are read when the
   // program completes (no extra host sync inside a graph).
-  void add_check(const Value& bad, const std::string& message, bool index_error = true,
-                 std::optional<Value> culprit = std::nullopt);
+  // Returns the 0-d predicate "the check failed" (for an op to keep its targets as they were when it fails).
+  Value add_check(const Value& bad, const std::string& message, bool index_error = true,
+                  std::optional<Value> culprit = std::nullopt);
 
   // Compiles (through the cache) and executes; afterwards every written/created storage holds its new buffer.
   // `plan` (optional) receives what a structural cache needs to run the same program again without lowering it.
