@@ -540,13 +540,24 @@ LoweringRule adaptive_avg_backward_rule(size_t nd) {
   };
 }
 
+// CPU's dtype checks of a convolution's operands, which the meta kernel leaves out; before recording, every call.
+void check_conv_dtypes(std::vector<c10::IValue>& args) {
+  at::ScalarType input = args.at(0).toTensor().scalar_type(), weight = args.at(1).toTensor().scalar_type();
+  TORCH_CHECK(input == weight, "expected scalar type ", input, " but found ", weight);
+  if (args.size() > 2 && args[2].isTensor() && args[2].toTensor().defined()) {
+    at::ScalarType bias = args[2].toTensor().scalar_type();
+    TORCH_CHECK(bias == input, "Input type (", c10::scalarTypeToTypeMeta(input).name(), ") and bias type (",
+                c10::scalarTypeToTypeMeta(bias).name(), ") should be the same");
+  }
+}
+
 }  // namespace
 
 void add_conv_rules(Rows& rows) {
   // _convolution shares convolution's leading arguments (its extra backend flags do not matter here).
   rows.push_back({{"convolution", "convolution.out", "_convolution", "convolution_overrideable",
                    "convolution_overrideable.out"},
-                  convolution_rule});
+                  convolution_rule, check_conv_dtypes});
   rows.push_back({{"convolution_backward", "convolution_backward.out"}, convolution_backward_rule(0)});
   rows.push_back({{"convolution_backward_overrideable", "convolution_backward_overrideable.out"},
                   convolution_backward_rule(1)});

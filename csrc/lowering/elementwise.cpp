@@ -23,7 +23,7 @@ const char* c_type_name(at::ScalarType t) {
     case at::kByte: return "uint8_t";
     case at::kChar: return "int8_t";
     case at::kShort: return "int16_t";
-    case at::kInt: return "int32_t";
+    case at::kInt: return "int";
     case at::kLong: return "int64_t";
     case at::kHalf: return "c10::Half";
     case at::kBFloat16: return "c10::BFloat16";
@@ -34,33 +34,6 @@ const char* c_type_name(at::ScalarType t) {
   }
 }
 
-// The checked conversion of a number to a tensor dtype (fill_, masked_fill, clamp, where, pow's exponent).
-void check_fits(const c10::Scalar& v, at::ScalarType t) {
-  if (v.isComplex() || t == at::kBool || at::isComplexType(t)) return;
-  double d = v.toDouble();
-  bool overflow = false;
-  if (at::isFloatingType(t)) {
-    double max = t == at::kHalf ? 65504.0 : t == at::kBFloat16 ? 3.3895313892515355e38
-                 : t == at::kFloat ? 3.4028234663852886e38 : std::numeric_limits<double>::max();
-    overflow = std::isfinite(d) && std::fabs(d) > max;
-  } else if (v.isIntegral(false)) {
-    int64_t i = v.toLong();
-    switch (t) {
-      case at::kByte: overflow = i < -255 || i > 255; break;  // negative numbers may wrap (c10::overflows)
-      case at::kChar: overflow = i < -128 || i > 127; break;
-      case at::kShort: overflow = i < -32768 || i > 32767; break;
-      case at::kInt: overflow = i < std::numeric_limits<int32_t>::min() || i > std::numeric_limits<int32_t>::max(); break;
-      default: break;
-    }
-  } else if (v.isFloatingPoint()) {
-    double lo = t == at::kByte ? 0.0 : t == at::kChar ? -128.0 : t == at::kShort ? -32768.0
-                : t == at::kInt ? -2147483648.0 : -9223372036854775808.0;
-    double hi = t == at::kByte ? 255.0 : t == at::kChar ? 127.0 : t == at::kShort ? 32767.0
-                : t == at::kInt ? 2147483647.0 : 9223372036854775807.0;
-    overflow = !(d >= lo && d <= hi);  // NaN and infinities included
-  }
-  TORCH_CHECK(!overflow, "value cannot be converted to type ", c_type_name(t), " without overflow");
-}
 
 // Number argument i converted to the result's dtype.
 void check_number_arg(OpContext& c, size_t i) {
@@ -401,8 +374,16 @@ V masked_fill_rule(OpContext& c) {
   return {c.b.select(mask, c.operand(2, o.dtype, o.dims), c.operand(0, o.dtype, o.dims))};
 }
 
-V fill_rule(OpContext& c) {  // no overflow check: decompositions (e.g. where with a number) fill through here
-  return {c.operand(1, c.out(0).dtype, c.out(0).dims)};
+V fill_rule(OpContext& c) { return {c.operand(1, c.out(0).dtype, c.out(0).dims)}; }
+
+// fill_ (and full, new_full, full_like, which fill) converts its number as CPU's kernel does: checked against the
+// tensor's dtype, except for a one-element float16/bfloat16 tensor (CPU's fast path converts without a check).
+void check_fill_value(std::vector<c10::IValue>& args) {
+  if (args.size() < 2 || !args[0].isTensor() || !args[1].isScalar()) return;
+  const at::Tensor& self = args[0].toTensor();
+  at::ScalarType t = self.scalar_type();
+  if (self.numel() == 1 && (t == at::kHalf || t == at::kBFloat16)) return;
+  check_fits(args[1].toScalar(), t);
 }
 V zero_rule(OpContext& c) { return {zeros(c.b, c.out(0))}; }
 
@@ -611,11 +592,38 @@ void add_elementwise_rules(Rows& rows) {
                     return binary_fn(nan_min)(c);
                   }});
   rows.push_back({{"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Tensor", "masked_fill_.Tensor"}, masked_fill_rule});
-  rows.push_back({{"fill_.Scalar", "fill_.Tensor", "fill.Scalar", "fill.Tensor"}, fill_rule});
+  rows.push_back({{"fill_.Scalar", "fill_.Tensor", "fill.Scalar", "fill.Tensor"}, fill_rule, check_fill_value});
   rows.push_back({{"zero_"}, zero_rule});
   rows.push_back({{"lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", "lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out"}, lerp_rule});
   rows.push_back({{"addcmul", "addcmul_", "addcmul.out"}, addc("stablehlo.multiply")});
   rows.push_back({{"addcdiv", "addcdiv_", "addcdiv.out"}, addc("stablehlo.divide")});
+}
+
+void check_fits(const c10::Scalar& v, at::ScalarType t) {
+  if (v.isComplex() || t == at::kBool || at::isComplexType(t)) return;
+  double d = v.toDouble();
+  bool overflow = false;
+  if (at::isFloatingType(t)) {
+    double max = t == at::kHalf ? 65504.0 : t == at::kBFloat16 ? 3.3895313892515355e38
+                 : t == at::kFloat ? 3.4028234663852886e38 : std::numeric_limits<double>::max();
+    overflow = std::isfinite(d) && std::fabs(d) > max;
+  } else if (v.isIntegral(false)) {
+    int64_t i = v.toLong();
+    switch (t) {
+      case at::kByte: overflow = i < -255 || i > 255; break;  // negative numbers may wrap (c10::overflows)
+      case at::kChar: overflow = i < -128 || i > 127; break;
+      case at::kShort: overflow = i < -32768 || i > 32767; break;
+      case at::kInt: overflow = i < std::numeric_limits<int32_t>::min() || i > std::numeric_limits<int32_t>::max(); break;
+      default: break;
+    }
+  } else if (v.isFloatingPoint()) {
+    double lo = t == at::kByte ? 0.0 : t == at::kChar ? -128.0 : t == at::kShort ? -32768.0
+                : t == at::kInt ? -2147483648.0 : -9223372036854775808.0;
+    double hi = t == at::kByte ? 255.0 : t == at::kChar ? 127.0 : t == at::kShort ? 32767.0
+                : t == at::kInt ? 2147483647.0 : 9223372036854775807.0;
+    overflow = !(d >= lo && d <= hi);  // NaN and infinities included
+  }
+  TORCH_CHECK(!overflow, "value cannot be converted to type ", c_type_name(t), " without overflow");
 }
 
 }  // namespace torch_tpu

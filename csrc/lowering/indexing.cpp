@@ -14,6 +14,7 @@
 
 #include "lowering/numerics.h"
 #include "lowering/op_context.h"
+#include "lowering/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {
@@ -763,7 +764,11 @@ void add_indexing_rules(Rows& rows) {
   rows.push_back({{"index_reduce", "index_reduce_", "index_reduce.out"}, index_reduce_rule});
   rows.push_back({{"index_copy", "index_copy_", "index_copy.out"}, index_along_rule(Along::kCopy)});
   rows.push_back({{"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Tensor", "index_fill_.int_Tensor"},
-                  index_along_rule(Along::kFill)});
+                  index_along_rule(Along::kFill), [](std::vector<c10::IValue>& args) {
+                    if (args.size() > 3 && args[3].isScalar()) {
+                      check_fits(args[3].toScalar(), args[0].toTensor().scalar_type());
+                    }
+                  }});
   rows.push_back({{"embedding_dense_backward", "embedding_dense_backward.out"}, embedding_backward_rule});
   rows.push_back({{"embedding_renorm_"}, embedding_renorm_rule});
   rows.push_back({{"index.Tensor", "index.Tensor_out"}, index_rule, index_list_prep(true)});

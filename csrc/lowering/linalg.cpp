@@ -145,15 +145,34 @@ V addmv_rule(OpContext& c) {
   return {scaled_add(c, vector_product(c, 1, 2, {1}, {c.arg(1).toTensor().size(0)}))};
 }
 
+// CPU's dtype checks of the matrix products, which PyTorch's meta kernels leave out (torch.mm(float, long) would
+// otherwise compute in float). Checked before recording, on every call.
+at::ScalarType dtype_at(const std::vector<c10::IValue>& args, size_t i) { return args.at(i).toTensor().scalar_type(); }
+std::string c_name(at::ScalarType t) { return std::string(c10::scalarTypeToTypeMeta(t).name()); }
+
+void check_mm(std::vector<c10::IValue>& args) {
+  at::ScalarType m1 = dtype_at(args, 0), m2 = dtype_at(args, 1);
+  TORCH_CHECK(m1 == m2, "expected m1 and m2 to have the same dtype, but got: ", c_name(m1), " != ", c_name(m2));
+}
+void check_addmm(std::vector<c10::IValue>& args) {
+  at::ScalarType self = dtype_at(args, 0), m1 = dtype_at(args, 1), m2 = dtype_at(args, 2);
+  TORCH_CHECK(self == m2, "self and mat2 must have the same dtype, but got ", self, " and ", m2);
+  TORCH_CHECK(m1 == m2, "mat1 and mat2 must have the same dtype, but got ", m1, " and ", m2);
+}
+void check_mv(std::vector<c10::IValue>& args) {
+  at::ScalarType mat = dtype_at(args, 0), vec = dtype_at(args, 1);
+  TORCH_CHECK(mat == vec, "addmv input tensors must have the same dtype, but got ", vec, ", ", mat, ", and ", vec);
+}
+
 }  // namespace
 
 void add_linalg_rules(Rows& rows) {
-  rows.push_back({{"mm", "mm.out"}, mm_rule});
+  rows.push_back({{"mm", "mm.out"}, mm_rule, check_mm});
   rows.push_back({{"bmm", "bmm.out"}, bmm_rule});
-  rows.push_back({{"addmm", "addmm_", "addmm.out"}, addmm_rule});
+  rows.push_back({{"addmm", "addmm_", "addmm.out"}, addmm_rule, check_addmm});
   rows.push_back({{"baddbmm", "baddbmm_", "baddbmm.out"}, baddbmm_rule});
   rows.push_back({{"dot", "dot.out"}, dot_rule});
-  rows.push_back({{"mv", "mv.out"}, mv_rule});
+  rows.push_back({{"mv", "mv.out"}, mv_rule, check_mv});
   rows.push_back({{"vdot", "vdot.out"}, vdot_rule});
   rows.push_back({{"addbmm", "addbmm_", "addbmm.out"}, addbmm_rule});
   rows.push_back({{"addr", "addr_", "addr.out"}, addr_rule});

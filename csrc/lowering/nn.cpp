@@ -344,6 +344,9 @@ V layer_norm_rule(OpContext& c) {
   Value var = reduce_sum(b, mul(b, xc, xc), norm_dims);
   var = div(b, var, k(b, n, var));
   Value rstd = b.unary("stablehlo.rsqrt", add(b, var, k(b, c.scalar(4), var)));
+  // A variance that overflows (rows holding 1e30 and 3e38) gives CPU's kernel a NaN rstd, not 0 (then -0.0 outputs).
+  Value finite = b.op1("stablehlo.is_finite", {var}, {ElementType::kPred, var.type.dims});
+  rstd = b.select(finite, rstd, k(b, NAN, rstd));
   Value y = mul(b, xc, expand_back(b, rstd, dims, norm_dims));
   if (present(c, 2)) y = mul(b, y, b.broadcast_in_dim(b.convert(c.tensor(2), t), dims, norm_dims));
   if (present(c, 3)) y = add(b, y, b.broadcast_in_dim(b.convert(c.tensor(3), t), dims, norm_dims));

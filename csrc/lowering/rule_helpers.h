@@ -7,6 +7,10 @@
 
 namespace torch_tpu {
 
+// CPU's checked conversion of a number to dtype `t` ("value cannot be converted to type float without overflow"):
+// fill_, masked_fill, index_fill, clamp, where, pow's exponent, alpha. Defined in elementwise.cpp.
+void check_fits(const c10::Scalar& v, at::ScalarType t);
+
 // PyTorch's "not implemented for 'Int'" error for rules that only exist for floating types.
 inline void require_floating(OpContext& c, const char* op) {
   if (is_floating(c.out(0).dtype) || is_complex(c.out(0).dtype)) return;

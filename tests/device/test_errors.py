@@ -119,3 +119,72 @@ def test_missing_plugin_makes_device_unavailable():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "0"]
     assert "Traceback" not in proc.stderr
+
+
+def _ones(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> torch.Tensor:
+    return torch.ones(*shape, dtype=dtype, device=device)
+
+
+_F = torch.nn.functional
+_LONG, _F64, _BF16, _F16 = torch.int64, torch.float64, torch.bfloat16, torch.float16
+# Calls CPU refuses and the meta kernels accept: each must raise CPU's message on tpu too (every call, not only the
+# first lowering: values that change between calls are checked before recording).
+_REFUSED = {
+    "mm_long": lambda d: torch.mm(_ones(2, 3, device=d), _ones(3, 2, dtype=_LONG, device=d)),
+    "mm_bf16": lambda d: torch.mm(_ones(2, 3, device=d), _ones(3, 2, dtype=_BF16, device=d)),
+    "addmm_mat2": lambda d: torch.addmm(
+        _ones(2, 2, device=d), _ones(2, 3, device=d), _ones(3, 2, dtype=_F64, device=d)
+    ),
+    "addmm_mat1": lambda d: torch.addmm(
+        _ones(2, 2, device=d), _ones(2, 3, dtype=_F64, device=d), _ones(3, 2, device=d)
+    ),
+    "addmm_bias": lambda d: torch.addmm(
+        _ones(2, 2, dtype=_F64, device=d), _ones(2, 3, device=d), _ones(3, 2, device=d)
+    ),
+    "matmul_vector": lambda d: torch.matmul(_ones(2, 3, device=d), _ones(3, dtype=_LONG, device=d)),
+    "matmul_batched": lambda d: torch.matmul(_ones(2, 2, 3, device=d), _ones(3, 2, dtype=_F64, device=d)),
+    "mv": lambda d: torch.mv(_ones(2, 3, device=d), _ones(3, dtype=_F64, device=d)),
+    "linear": lambda d: _F.linear(_ones(2, 3, device=d), _ones(4, 3, dtype=_F64, device=d)),
+    "linear_bias": lambda d: _F.linear(_ones(2, 3, device=d), _ones(4, 3, device=d), _ones(4, dtype=_F64, device=d)),
+    "conv2d": lambda d: _F.conv2d(_ones(1, 1, 4, 4, device=d), _ones(1, 1, 2, 2, dtype=_F64, device=d)),
+    "conv2d_bias": lambda d: _F.conv2d(
+        _ones(1, 1, 4, 4, device=d), _ones(1, 1, 2, 2, device=d), _ones(1, dtype=_F64, device=d)
+    ),
+    "conv1d_bf16": lambda d: _F.conv1d(_ones(1, 1, 4, device=d), _ones(1, 1, 2, dtype=_BF16, device=d)),
+    "full_overflow": lambda d: torch.full((5,), 1e40, device=d),
+    "fill_overflow": lambda d: _ones(3, device=d).fill_(1e40),
+    "full_int32_overflow": lambda d: torch.full((2,), 2**40, dtype=torch.int32, device=d),
+    "new_full_overflow": lambda d: _ones(3, device=d).new_full((2,), 1e40),
+    "fill_half_overflow": lambda d: _ones(3, dtype=_F16, device=d).fill_(1e6),
+    "index_fill_overflow": lambda d: _ones(3, device=d).index_fill_(0, torch.tensor([0], device=d), 1e40),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_REFUSED))
+def test_calls_cpu_refuses_are_refused_with_its_message(case: str) -> None:
+    with pytest.raises(RuntimeError) as cpu:
+        _REFUSED[case]("cpu")
+    with pytest.raises(RuntimeError) as tpu:
+        _REFUSED[case]("tpu")
+    assert str(tpu.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+
+
+def test_fill_checks_each_value_not_only_the_first() -> None:
+    x = _ones(3, device="tpu")
+    x.fill_(2.0)  # the structure is lowered once; the next value reaches the device without a new lowering
+    with pytest.raises(RuntimeError, match="without overflow"):
+        x.fill_(1e40)
+    torch.testing.assert_close(x.cpu(), torch.full((3,), 2.0))
+
+
+def test_one_element_half_fill_is_not_checked_as_on_cpu() -> None:
+    for dtype in (_F16, _BF16):
+        expected = _ones(1, dtype=dtype).fill_(1e40)
+        torch.testing.assert_close(_ones(1, dtype=dtype, device="tpu").fill_(1e40).cpu(), expected)
+
+
+def test_layer_norm_with_overflowing_variance_is_nan_as_on_cpu() -> None:
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.tensor([[1e30, 3e38], [1.0, 2.0]], dtype=dtype)
+        expected = _F.layer_norm(x, (2,))
+        torch.testing.assert_close(_F.layer_norm(x.to("tpu"), (2,)).cpu(), expected, equal_nan=True)
