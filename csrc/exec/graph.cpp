@@ -15,6 +15,7 @@
 
 #include "exec/state.h"
 #include "exec/sync.h"
+#include "lowering/op_context.h"
 #include "runtime/counters.h"
 #include "runtime/error.h"
 
@@ -89,7 +90,7 @@ GraphCache& graph_cache() {
 // ---- Number arguments -------------------------------------------------------------------------------------------
 
 c10::Scalar number_of(const c10::IValue& v) {
-  if (v.isTensor()) return v.toTensor().item();
+  if (v.isTensor()) return cpu_scalar_value(v.toTensor());
   return v.toScalar();
 }
 
@@ -141,7 +142,7 @@ void append_number_arg(std::string& key, const c10::IValue& v) {
   } else if (v.isTensor()) {
     key += 't';
     key += std::to_string(static_cast<int>(v.toTensor().scalar_type()));
-    append_number(key, v.toTensor().item());
+    append_number(key, cpu_scalar_value(v.toTensor()));
   } else {
     append_number(key, v.toScalar());
   }

@@ -56,9 +56,6 @@ at::Tensor tensor_on(const c10::Storage& storage, at::ScalarType dtype, const st
 std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec,
                                                       const std::vector<c10::IValue>& inputs,
                                                       const std::vector<c10::IValue>& outputs, std::string* why) {
-  // Lowering reads CPU scalars (.item()): past any Python dispatch mode the caller runs under (AOTAutograd's).
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   std::shared_ptr<CapturedGraph> g(new CapturedGraph());
   g->device_ = device;
   std::string reason;

@@ -217,7 +217,7 @@ Value TensorProgram::read(const at::Tensor& t, const ArgSource& source) {
     TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
                 device_, " and cpu!");
     // A runtime argument, not a constant: CPU scalars (learning rates, step counts) change between calls.
-    return host_scalar(t.item(), element_type_of(t.scalar_type()), source);
+    return host_scalar(cpu_scalar_value(t), element_type_of(t.scalar_type()), source);
   }
   ElementType dtype = element_type_of(t.scalar_type());
   StorageSlot& s = slot(t);

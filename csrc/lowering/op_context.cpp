@@ -1,5 +1,7 @@
 #include "lowering/op_context.h"
 
+#include <ATen/Dispatch_v2.h>
+
 #include <ATen/native/TypeProperties.h>
 
 #include <algorithm>
@@ -53,15 +55,24 @@ ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indice
   return element_type_of(result_type_of(values));
 }
 
+c10::Scalar cpu_scalar_value(const at::Tensor& t) {
+  TORCH_CHECK(t.device().is_cpu() && t.numel() == 1, "expected a one-element CPU tensor, got ", t.numel(),
+              " elements on ", t.device());
+  return AT_DISPATCH_V2(t.scalar_type(), "cpu_scalar_value", AT_WRAP([&] {
+                          return c10::Scalar(*static_cast<const scalar_t*>(t.const_data_ptr()));
+                        }),
+                        AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool);
+}
+
 double OpContext::scalar(size_t i) const {
   const c10::IValue& v = arg(i);
-  if (v.isTensor()) return v.toTensor().item<double>();
+  if (v.isTensor()) return cpu_scalar_value(v.toTensor()).toDouble();
   return v.toScalar().toDouble();
 }
 
 int64_t OpContext::integer(size_t i) const {
   const c10::IValue& v = arg(i);
-  if (v.isTensor()) return v.toTensor().item<int64_t>();
+  if (v.isTensor()) return cpu_scalar_value(v.toTensor()).toLong();
   return v.toScalar().toLong();
 }
 

@@ -99,6 +99,11 @@ ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indice
 
 using LoweringRule = std::function<std::vector<Value>(OpContext&)>;
 // Rewrites an op's arguments before anything else looks at them (device checks, meta kernels, the rule).
+// The value of a one-element CPU tensor (a CPU scalar argument: a learning rate, a wrapped Python number), read from
+// its memory without a dispatcher call: .item() would re-enter the dispatcher, and through it any Python dispatch
+// mode the caller runs under (AOTAutograd's first-call mode receives a wrapped number as a Python int and fails).
+c10::Scalar cpu_scalar_value(const at::Tensor& t);
+
 using ArgumentPrep = std::function<void(std::vector<c10::IValue>& args)>;
 
 // A row that lowers only some uses of its ops says which: false sends that call to the CPU fallback.

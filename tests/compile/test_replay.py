@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+import torch.utils._python_dispatch
 from torch import nn
 
 import torch_tpu
@@ -79,7 +80,10 @@ def test_replay_updates_inputs_in_place(delta) -> None:
         torch.testing.assert_close(xt.cpu(), x)
         assert xt._version > version
     assert len(graph.captures) == 1
-    assert delta()["replayed_calls"] == 5 - 1 - graph.failed  # the first call may be refused (new op structures)
+    d = delta()
+    # Each call is replayed, captured (once) or refused (a call that lowers new op structures, at most the first).
+    assert d["refused_captures"] <= 1
+    assert d["replayed_calls"] == 5 - 1 - d["refused_captures"]
 
 
 def test_random_calls_are_never_captured(delta) -> None:
@@ -233,3 +237,42 @@ def test_static_cache_updates_replay_in_place(mode: str, delta) -> None:
             torch.testing.assert_close(tpu.cache.cpu(), cpu.cache)
     d = delta()
     assert d["replayed_calls"] >= 8 and d["fallbacks"] == 0
+
+
+class _RecordingMode(torch.utils._python_dispatch.TorchDispatchMode):
+    """Sees every op dispatched while it is active (AOTAutograd runs a compiled graph's first call under one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_engine_reads_cpu_scalars_without_dispatching() -> None:
+    """A pending result of an op with a Python number (img / 255.0), run under a Python dispatch mode: the engine
+    reads the number from memory. An `.item()` would reach the mode with a Python int and fail in AOTAutograd's."""
+    with torch_tpu.eager_mode("fused"):
+        x = torch.ones(7, 5, device="tpu")
+        x.cpu()
+        y = x / 255.0 + 3
+        mode = _RecordingMode()
+        with mode:
+            torch_tpu.flush()
+        assert not [f for f in mode.seen if "_local_scalar_dense" in f or "item" in f], mode.seen
+        torch.testing.assert_close(y.cpu(), torch.ones(7, 5) / 255.0 + 3)
+
+
+def test_compiled_graph_called_on_pending_scaled_input() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    cpu = copy.deepcopy(model)
+    tpu = model.to("tpu")
+    compiled = torch.compile(tpu, backend="tpu")
+    img = torch.randint(0, 255, (2, 3, 8, 8)).float()
+    for train in (True, False, False):
+        tpu.train(train)
+        cpu.train(train)
+        got = compiled(img.to("tpu") / 255.0)
+        torch.testing.assert_close(got.cpu(), cpu(img / 255.0), rtol=1e-4, atol=1e-5)
