@@ -53,10 +53,11 @@ const BackendState& backend_state() {
 void check_device_index(int index) {
   int n = device_count();
   if (index < 0 || index >= n) {
-    // PyTorch's wordings (XPU: "device index is out of range", CUDA: "invalid device ordinal"), which code matches.
+    // PyTorch's wordings, which code matches: openreg's and XPU's "The device index is out of range", CUDA's
+    // "invalid device ordinal".
     fail(ErrorCode::kInvalidArgument, "tpu",
-         "Invalid device index " + std::to_string(index) + ": the device index is out of range (invalid device "
-         "ordinal). It must be in [0, " + std::to_string(n) + "), but got " + std::to_string(index) + ".");
+         "The device index is out of range. It must be in [0, " + std::to_string(n) + "), but got " +
+             std::to_string(index) + " (invalid device ordinal).");
   }
 }
 

@@ -70,7 +70,7 @@ def test_invalid_device_index_has_pytorchs_wording(call):
     with pytest.raises(RuntimeError) as info:
         call()
     msg = str(info.value)
-    assert "device index is out of range" in msg and "invalid device ordinal" in msg, msg
+    assert "The device index is out of range" in msg and "invalid device ordinal" in msg, msg
 
 
 # ----------------------------------------------------------------------------------------------------------------
