@@ -17,6 +17,7 @@ demo: build
 
 test: build
 	$(VENV)/bin/ruff check .
+	$(PY) tools/lint_pure_rules.py
 	$(BUILD)/core_test "$$($(PY) -c 'from torch_tpu.runtime import default_plugin_path as p; print(p())')"
 	$(PY) -m pytest -q tests
 	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q $(MODE_TESTS)
@@ -29,6 +30,7 @@ build: $(DEPS) .ccache-checked
 lint: $(DEPS)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) tools/lint_pure_rules.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

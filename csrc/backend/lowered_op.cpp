@@ -1,5 +1,6 @@
 #include "backend/lowered_op.h"
 #include "backend/aliasing.h"
+#include "backend/prep.h"
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
@@ -323,6 +324,7 @@ struct OpInfo {
   std::string name;        // "aten::add.Tensor"
   std::string short_name;  // "add.Tensor"
   const LoweringRow* row = nullptr;
+  const HostPrep* host_prep = nullptr;
   bool shape_from_scalars = false;  // a Scalar sets the result's shape (arange, linspace): its value is in the key
   bool fresh_results = false;       // returns new tensors even if it writes arguments (_batch_norm_with_update)
   std::vector<ArgInfo> args;
@@ -345,6 +347,7 @@ OpInfo& op_info(const c10::OperatorHandle& op) {
   info->name = op_label(op);
   info->short_name = info->name.substr(info->name.rfind(':') + 1);
   info->row = find_row(info->name);
+  info->host_prep = host_prep_for(info->name);
   info->shape_from_scalars =
       info->name.find("arange") != std::string::npos || info->name.find("linspace") != std::string::npos;
   info->fresh_results = !schema.returns().empty() &&
@@ -492,6 +495,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (info.writes_list && run_foreach_in_order(op, stack)) return;
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
   if (info.writes_any) check_overlaps_as_cpu(op, args, info.writes);
+  if (info.host_prep) (*info.host_prep)(args);
   if (row->prepare) row->prepare(args);
   if (row->applies && !row->applies(args)) {
     run_fallback(op, stack);

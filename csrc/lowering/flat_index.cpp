@@ -1,7 +1,7 @@
 // Ops that address a tensor as its flat sequence of elements: take/put_ (flat indices, range-checked on the
 // device), nonzero_static and masked_scatter with its backward (ranks of the true elements of a mask from a prefix
 // count). Nothing waits for device values: out-of-range indices and short sources are OpContext checks.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "lowering/hlo_math.h"
 #include "lowering/op_context.h"

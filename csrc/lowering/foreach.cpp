@@ -2,7 +2,7 @@
 // of per-tensor programs. A _foreach_ op applies an existing elementwise rule to element k of its list arguments:
 // ElementContext presents that element's arguments to the rule as if the single-tensor op had been called. Scalar
 // lists go up as one vector argument, so changing step sizes never recompiles and never costs a transfer each.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/native/TypeProperties.h>
 
 #include <map>

@@ -6,7 +6,7 @@
 // an s64 tensor of shape B + [k] whose last dim holds coordinates into k operand dims (ascending); the other dims
 // are taken whole. XLA clamps out-of-range gather starts and drops out-of-range scatter updates where PyTorch
 // raises, so each rule checks its indices on the host first (min and max: two small programs and syncs).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <cmath>
@@ -723,31 +723,6 @@ V topk_rule(OpContext& c) {  // topk(self, k, dim, largest, sorted)
   return {c.b.slice(values, lo, hi), c.b.slice(indices, lo, hi)};
 }
 
-// Prepares the Tensor?[] of index / index_put (argument 1): CPU index tensors move to the op's device (as CUDA's
-// kernels allow), and with `expand_masks` (index) bool masks become long indices (nonzero: a host sync, as on
-// CUDA), since no meta kernel can shape that result. index_put keeps its masks: its rule applies them without a sync.
-ArgumentPrep index_list_prep(bool expand_masks) {
-  return [expand_masks](std::vector<c10::IValue>& args) {
-    const c10::Device device = args.at(0).toTensor().device();
-    c10::List<std::optional<at::Tensor>> out;
-    for (const c10::IValue& e : args.at(1).toListRef()) {
-      if (!e.isTensor() || !e.toTensor().defined()) {
-        out.push_back(std::nullopt);
-        continue;
-      }
-      at::Tensor t = e.toTensor().to(device);
-      bool mask = t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
-      if (expand_masks && mask && t.dim() > 0) {
-        at::Tensor nz = t.nonzero();
-        for (int64_t j = 0; j < nz.size(1); ++j) out.push_back(nz.select(1, j));
-      } else {
-        out.push_back(t);
-      }
-    }
-    args.at(1) = out;
-  };
-}
-
 }  // namespace
 
 void add_indexing_rules(Rows& rows) {
@@ -771,8 +746,8 @@ void add_indexing_rules(Rows& rows) {
                   }});
   rows.push_back({{"embedding_dense_backward", "embedding_dense_backward.out"}, embedding_backward_rule});
   rows.push_back({{"embedding_renorm_"}, embedding_renorm_rule});
-  rows.push_back({{"index.Tensor", "index.Tensor_out"}, index_rule, index_list_prep(true)});
-  rows.push_back({{"_index_put_impl_", "index_put", "index_put_"}, index_put_rule, index_list_prep(false)});
+  rows.push_back({{"index.Tensor", "index.Tensor_out"}, index_rule});
+  rows.push_back({{"_index_put_impl_", "index_put", "index_put_"}, index_put_rule});
   rows.push_back({{"arange.start_out"}, arange_rule});
   rows.push_back({{"linspace.out"}, linspace_rule});
   rows.push_back({{"tril", "tril_", "tril.out"}, triangle_rule(true)});

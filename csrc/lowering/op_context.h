@@ -97,13 +97,15 @@ c10::ScalarType result_type_of(const std::vector<const c10::IValue*>& values);
 // at::result_type over arguments `indices` of `c` (tensors and numbers), for OpContext::promoted overrides.
 ElementType result_type_of(const OpContext& c, const std::vector<size_t>& indices);
 
-using LoweringRule = std::function<std::vector<Value>(OpContext&)>;
-// Rewrites an op's arguments before anything else looks at them (device checks, meta kernels, the rule).
 // The value of a one-element CPU tensor (a CPU scalar argument: a learning rate, a wrapped Python number), read from
 // its memory without a dispatcher call: .item() would re-enter the dispatcher, and through it any Python dispatch
 // mode the caller runs under (AOTAutograd's first-call mode receives a wrapped number as a Python int and fails).
 c10::Scalar cpu_scalar_value(const at::Tensor& t);
 
+using LoweringRule = std::function<std::vector<Value>(OpContext&)>;
+// Checks (or rewrites) an op's arguments before anything else looks at them (device checks, meta kernels, the rule),
+// on every call. Pure: no dispatcher calls, no device reads. Preparation that needs the host (moving CPU index tensors
+// to the device, expanding bool masks) is backend/prep.cpp's.
 using ArgumentPrep = std::function<void(std::vector<c10::IValue>& args)>;
 
 // A row that lowers only some uses of its ops says which: false sends that call to the CPU fallback.

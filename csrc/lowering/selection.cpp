@@ -2,7 +2,7 @@
 // searchsorted/bucketize, trace, eye, logspace, channel_shuffle, frexp and gcd/lcm (take/put_, nonzero_static and
 // masked_scatter are in flat_index.cpp). Everything stays on the device: data-dependent positions come from sorts, prefix counts and
 // unrolled binary searches, and data-dependent errors go through OpContext::check.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cmath>
 

@@ -1,11 +1,11 @@
 // Antialiased resizing (_upsample_bilinear2d_aa, _upsample_bicubic2d_aa and their backwards; torchvision's
 // resize(antialias=True)). Each output pixel averages a window of input pixels whose width grows with the
 // downscaling factor, so the taps are not the fixed 2 or 4 of plain interpolation. The weights depend only on the
-// sizes, align_corners and the scales, so they are program constants: a [out, in] matrix per spatial dim, taken from
-// PyTorch's own CPU kernel applied to unit impulses (the exact float weights it uses). The resize is then two
-// contractions, width first as the CPU kernel does; the backward contracts with the transposed matrices.
-#include <ATen/ATen.h>
-
+// sizes, align_corners and the scales, so they are program constants: a [out, in] matrix per spatial dim, computed
+// in float as PyTorch's CPU kernel computes its weights. The resize is then two contractions, width first as the CPU
+// kernel does; the backward contracts with the transposed matrices.
+#include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "lowering/op_context.h"
@@ -19,22 +19,48 @@ using V = std::vector<Value>;
 
 enum class Filter { kBilinear, kBicubic };
 
-// The [out, in] weight matrix along one dim (H when `height`) for the kernel's float32 weights.
-std::vector<double> aa_weights(Filter filter, int64_t in, int64_t out, bool align_corners, std::optional<double> scale,
-                               bool height) {
-  // The other spatial dim is 2 -> 2, an identity resize (a size of 1 there trips the CPU kernel's separable path).
-  at::Tensor eye = at::eye(in, at::kFloat);  // row c: a unit impulse at c
-  at::Tensor impulses = height ? eye.reshape({in, 1, in, 1}).expand({in, 1, in, 2}).contiguous()
-                               : eye.reshape({in, 1, 1, in}).expand({in, 1, 2, in}).contiguous();
-  std::vector<int64_t> size = height ? std::vector<int64_t>{out, 2} : std::vector<int64_t>{2, out};
-  std::optional<double> sh = height ? scale : std::nullopt, sw = height ? std::nullopt : scale;
-  at::Tensor response = filter == Filter::kBilinear
-                            ? at::_upsample_bilinear2d_aa(impulses, size, align_corners, sh, sw)
-                            : at::_upsample_bicubic2d_aa(impulses, size, align_corners, sh, sw);
-  at::Tensor taps = height ? response.select(3, 0) : response.select(2, 0);  // [in, 1, out]
-  at::Tensor w = taps.reshape({in, out}).t().contiguous().to(at::kDouble);   // [out, in]
-  const double* p = w.const_data_ptr<double>();
-  return std::vector<double>(p, p + w.numel());
+// The filters of PyTorch's antialiased kernels: a triangle (bilinear) and Keys' cubic with a = -0.5 (bicubic).
+float aa_filter(Filter filter, float x) {
+  x = std::fabs(x);
+  if (filter == Filter::kBilinear) return x < 1.0f ? 1.0f - x : 0.0f;
+  constexpr float a = -0.5f;
+  if (x < 1.0f) return ((a + 2.0f) * x - (a + 3.0f)) * x * x + 1.0f;
+  if (x < 2.0f) return ((a * x - 5.0f * a) * x + 8.0f * a) * x - 4.0f * a;
+  return 0.0f;
+}
+
+// The [out, in] weight matrix along one dim, computed as the CPU kernel computes its float32 weights: the window of
+// input pixels around each output pixel's centre (wider by the scale when downscaling), the filter evaluated at the
+// distances (shrunk by the scale), normalised to sum 1.
+std::vector<double> aa_weights(Filter filter, int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  float s;
+  if (align_corners) {
+    s = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  } else {
+    s = scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+  }
+  const float half_taps = filter == Filter::kBilinear ? 1.0f : 2.0f;
+  const float support = s >= 1.0f ? half_taps * s : half_taps;
+  const float invscale = s >= 1.0f ? 1.0f / s : 1.0f;
+  const int64_t max_taps = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  std::vector<double> w(static_cast<size_t>(out * in), 0.0);
+  std::vector<float> taps;
+  for (int64_t i = 0; i < out; ++i) {
+    const float center = s * (static_cast<float>(i) + 0.5f);
+    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5f), 0);
+    const int64_t size = std::clamp<int64_t>(std::min<int64_t>(static_cast<int64_t>(center + support + 0.5f), in) - lo,
+                                             0, max_taps);
+    taps.assign(static_cast<size_t>(size), 0.0f);
+    float total = 0.0f;
+    for (int64_t j = 0; j < size; ++j) {
+      taps[j] = aa_filter(filter, (static_cast<float>(j + lo) - center + 0.5f) * invscale);
+      total += taps[j];
+    }
+    for (int64_t j = 0; j < size; ++j) {
+      w[static_cast<size_t>(i * in + lo + j)] = total != 0.0f ? taps[j] / total : taps[j];
+    }
+  }
+  return w;
 }
 
 // x [..., in] contracted with the [out, in] matrix along dim `d` (moved to the end of the result's dims, then back).
@@ -78,10 +104,10 @@ AaArgs aa_args(OpContext& c, bool backward) {
 }
 
 std::pair<Value, Value> aa_matrices(OpContext& c, Filter filter, const AaArgs& a, ElementType t) {
-  auto matrix = [&](int64_t in, int64_t out, std::optional<double> scale, bool height) {
-    return c.b.reshape(c.b.constant_values(aa_weights(filter, in, out, a.align_corners, scale, height), t), {out, in});
+  auto matrix = [&](int64_t in, int64_t out, std::optional<double> scale) {
+    return c.b.reshape(c.b.constant_values(aa_weights(filter, in, out, a.align_corners, scale), t), {out, in});
   };
-  return {matrix(a.in[2], a.out[2], a.scale_h, true), matrix(a.in[3], a.out[3], a.scale_w, false)};
+  return {matrix(a.in[2], a.out[2], a.scale_h), matrix(a.in[3], a.out[3], a.scale_w)};
 }
 
 // The forward contracts width then height with the matrices; the backward, height then width with their transposes.
@@ -99,7 +125,7 @@ LoweringRule aa_rule(Filter filter, bool backward) {
 
 // uint8 images: the CPU resizes them in fixed point with its own rounding; those calls stay on the CPU fallback.
 bool floating_input(const std::vector<c10::IValue>& args) {
-  return args.empty() || !args[0].isTensor() || at::isFloatingType(args[0].toTensor().scalar_type());
+  return args.empty() || !args[0].isTensor() || c10::isFloatingType(args[0].toTensor().scalar_type());
 }
 
 }  // namespace
