@@ -1,27 +1,65 @@
-"""The one place torch_tpu reads its environment variables.
-
-| variable                 | meaning                                                     | default            |
-|--------------------------|-------------------------------------------------------------|--------------------|
-| TORCH_TPU_PJRT_PLUGIN    | path to a PJRT plugin .so (libtpu.so, XLA-CUDA, ...)        | XLA-CPU wheel      |
-| TPU_VISIBLE_CHIPS        | comma-separated device indices this process may use         | all                |
-| TORCH_TPU_EAGER_MODE     | debug / strict / fused (DeferAndFuse)                       | fused              |
-| TORCH_TPU_FALLBACK       | what an op without a lowering does: error / warn / silent   | warn               |
-| TORCH_TPU_CACHE_DIR      | directory of the persistent compile cache; "off" disables   | ~/.cache/torch_tpu |
-| TORCH_TPU_CPU_DEVICES    | number of devices the XLA-CPU plugin exposes                | 2 (or LOCAL_WORLD_SIZE) |
-| TORCH_TPU_DUMP_DIR       | write every compiled program's StableHLO text here          | unset (no dumps)   |
-| TORCH_TPU_PROGRAM_CACHE  | compiled programs kept in memory (least recently used go)   | 256; 0 = no bound  |
-| LOCAL_RANK               | (torchrun) picks this process's current tpu device          | unset              |
-| TORCH_TPU_DIST_CHECK     | tpu_dist: ranks compare op/dtype/shapes (gloo: not via shm) | 1                  |
-| TORCH_TPU_DIST_CPU_ZERO_COPY | tpu_dist on XLA-CPU: stage without PJRT transfers       | 1                  |
-| TORCH_TPU_COMPILE_REPLAY | torch.compile graphs rerun their captured program           | 1                  |
-| TORCH_TPU_HOST_KERNELS   | XLA-CPU: large matmuls/convs call torch's CPU kernels (FFI) | 0                  |
-| TORCH_TPU_KEEP_HOST_HEAP | XLA-CPU: glibc keeps freed memory (no mmap/trim churn)      | auto (fused mode)  |
-"""
+"""The one place torch_tpu reads its environment variables: `VARIABLES` is their table (docs/environment.md is
+generated from it: `python -m torch_tpu.config --markdown > docs/environment.md`), `load()` reads them."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    meaning: str
+    default: str
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("TORCH_TPU_PJRT_PLUGIN", "path to a PJRT plugin .so (libtpu.so, XLA-CUDA, ...)", "the XLA-CPU wheel"),
+    Variable("TPU_VISIBLE_CHIPS", "comma-separated device indices this process may use", "all"),
+    Variable("TORCH_TPU_EAGER_MODE", "debug (wait after every op) / strict (one program per op) / fused", "fused"),
+    Variable("TORCH_TPU_FALLBACK", "what an op without a lowering does: error / warn / silent", "warn"),
+    Variable("TORCH_TPU_CACHE_DIR", "directory of the persistent compile cache; off disables it", "~/.cache/torch_tpu"),
+    Variable("TORCH_TPU_CPU_DEVICES", "devices the XLA-CPU plugin exposes", "2 (LOCAL_WORLD_SIZE if larger)"),
+    Variable("LOCAL_WORLD_SIZE", "(torchrun) processes on this host: at least that many XLA-CPU devices", "unset"),
+    Variable("TORCH_TPU_DUMP_DIR", "write every compiled program's StableHLO text (program-<hash>.mlir) here", "unset"),
+    Variable(
+        "TORCH_TPU_PROGRAM_CACHE",
+        "compiled programs kept in memory, least recently used dropped beyond it; 0 = no bound",
+        "256",
+    ),
+    Variable("LOCAL_RANK", "(torchrun) this process's current tpu device (LOCAL_RANK % device_count)", "unset"),
+    Variable(
+        "TORCH_TPU_DIST_CHECK",
+        "tpu_dist: ranks compare op, dtype and shapes before each collective (gloo: never through shared memory; "
+        "0: no check)",
+        "1",
+    ),
+    Variable("TORCH_TPU_DIST_CPU_ZERO_COPY", "tpu_dist on XLA-CPU: stage device buffers without PJRT transfers", "1"),
+    Variable("TORCH_TPU_COMPILE_REPLAY", "torch.compile graphs rerun their captured program (0: op by op)", "1"),
+    Variable("TORCH_TPU_HOST_KERNELS", "XLA-CPU: large matmuls/convolutions call torch's CPU kernels (XLA FFI)", "0"),
+    Variable(
+        "TORCH_TPU_KEEP_HOST_HEAP",
+        "XLA-CPU: glibc keeps freed memory for reuse (auto: when the process starts in fused mode)",
+        "auto",
+    ),
+)
+
+
+def markdown() -> str:
+    """The table of VARIABLES as docs/environment.md holds it."""
+    lines = [
+        "# Environment variables",
+        "",
+        "Generated from `torch_tpu/config.py` (`python -m torch_tpu.config --markdown > docs/environment.md`); "
+        "`tests/runtime/test_config.py` keeps the two equal.",
+        "",
+        "| variable | meaning | default |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{v.name}` | {v.meaning} | {v.default} |" for v in VARIABLES]
+    return "\n".join(lines) + "\n"
+
 
 EAGER_MODES = ("debug", "strict", "fused")
 FALLBACK_POLICIES = ("error", "warn", "silent")
@@ -123,3 +161,11 @@ def _program_cache(raw: str | None) -> int:
     if value < 0:
         raise ValueError(f"TORCH_TPU_PROGRAM_CACHE={raw!r} must be >= 0 (0 keeps every program)")
     return value
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m torch_tpu.config --markdown")
+    sys.stdout.write(markdown())

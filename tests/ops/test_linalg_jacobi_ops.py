@@ -289,7 +289,7 @@ def test_opinfo_samples_pass(name):
     pytest.importorskip("expecttest")
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from torch_tpu.tools import opinfo_check
+    from tools.opinfo import check as opinfo_check
 
     op = next(op for op in op_db if op.name == name and not op.variant_test_name)
     torch.manual_seed(0)

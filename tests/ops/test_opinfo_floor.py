@@ -1,4 +1,4 @@
-"""OpInfo conformance floor: a representative slice of PyTorch's op_db (torch_tpu.tools.opinfo_slices.CI) must keep
+"""OpInfo conformance floor: a representative slice of PyTorch's op_db (tools.opinfo.slices.CI) must keep
 at least the checked-in number of passes (no CPU fallback) per dtype and direction, and may not crash, hang, or
 produce a mismatch that is not already known (tests/ops/opinfo_floor.json).
 
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from torch_tpu.tools.opinfo_check import (
+from tools.opinfo.check import (
     Mismatch,
     agrees_with_float64,
     compare,
@@ -27,8 +27,8 @@ from torch_tpu.tools.opinfo_check import (
     to_float64,
     to_tpu,
 )
-from torch_tpu.tools.opinfo_opmath import OpmathMode
-from torch_tpu.tools.opinfo_report import blockers, markdown, totals
+from tools.opinfo.opmath import OpmathMode
+from tools.opinfo.report import blockers, markdown, totals
 
 pytest.importorskip("expecttest")
 
@@ -43,7 +43,7 @@ def _run_cli(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(env_extra or {})
     proc = subprocess.run(
-        [sys.executable, "-m", "torch_tpu.tools.opinfo", *args, "--json", str(out)],
+        [sys.executable, "-m", "tools.opinfo", *args, "--json", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -164,7 +164,7 @@ def test_report_counts_and_ranks_blockers() -> None:
 
 
 def test_select_and_plan() -> None:
-    from torch_tpu.tools.opinfo import plan, select
+    from tools.opinfo import plan, select
 
     assert select("max,sum", None) == ["max.reduction_with_dim", "max.reduction_no_dim", "max.binary", "sum"]
     assert "nn.functional.conv2d" in select("nn.functional.conv*", None)

@@ -12,7 +12,7 @@ default tolerances of the dtype), the sample passes and the record says so (`cpu
 torch_tpu rounds once where CPU rounds at every step (bf16/f16), or sums in another order; CPU's answer need not be
 closer. Failing that, each result may be judged as a whole: its worst error against float64 no worse than CPU's
 worst (plus one tolerance). For bfloat16/float16 results there is one more measure: the sample evaluated on the CPU
-with every op computed in float32 and rounded once (PyTorch's opmath, as CUDA computes; see `opinfo_opmath`). The
+with every op computed in float32 and rounded once (PyTorch's opmath, as CUDA computes; see `opmath`). The
 record names the measure that passed.
 Index and integer outputs must still equal CPU's exactly, except for entries that do not promise which of several
 equal elements they pick (sort without stable=True, topk): there the picked elements must be equal, and gradients
@@ -31,8 +31,8 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 import torch_tpu
-from torch_tpu.tools import opinfo_opmath
-from torch_tpu.tools.opinfo_entries import DTYPES, backward_supported, full_name, skip_reason, upstream_note
+from tools.opinfo import opmath
+from tools.opinfo.entries import DTYPES, backward_supported, full_name, skip_reason, upstream_note
 
 SAMPLE_SEED = 0
 RUN_SEED = 1234
@@ -429,9 +429,9 @@ OPMATH_NOTE = "matches PyTorch's opmath evaluation (float32 per op, rounded once
 def _opmath_copy(sample: Any) -> tuple[Any, Any, Any] | None:
     """Fresh copies of a bfloat16/float16 sample for the opmath measure (None for other dtypes)."""
     parts = (sample.input, sample.args, sample.kwargs)
-    if not any(t.dtype in opinfo_opmath.HALF for t in _tensors(parts)):
+    if not any(t.dtype in opmath.HALF for t in _tensors(parts)):
         return None
-    return opinfo_opmath.fresh_copy(parts)
+    return opmath.fresh_copy(parts)
 
 
 def _matches_opmath_forward(op: Any, sample: tuple[Any, Any, Any] | None, actual: Any) -> bool:
@@ -439,7 +439,7 @@ def _matches_opmath_forward(op: Any, sample: tuple[Any, Any, Any] | None, actual
         return False
     inp, args, kwargs = sample
     try:
-        with opinfo_opmath.OpmathMode():
+        with opmath.OpmathMode():
             torch.manual_seed(RUN_SEED)
             reference = op(inp, *args, **kwargs)
         compare(actual, reference, "output")
@@ -456,7 +456,7 @@ def _matches_opmath_grads(
     inp, args, kwargs = sample
     leaves = [t for t in _tensors([inp, args, kwargs]) if t.requires_grad]
     try:
-        with opinfo_opmath.OpmathMode():
+        with opmath.OpmathMode():
             torch.manual_seed(RUN_SEED)
             outs = [t for t in _tensors(process(op(inp, *args, **kwargs))) if t.requires_grad and t.is_floating_point()]
             if len(outs) != len(seeds) or len(leaves) != len(tpu_grads):

@@ -61,8 +61,8 @@ def _worker_main(conn: Connection, log_path: str) -> None:
     os.dup2(fd, 2)
     import torch
 
-    from torch_tpu.tools.opinfo_check import run_check
-    from torch_tpu.tools.opinfo_entries import all_entries
+    from tools.opinfo.check import run_check
+    from tools.opinfo.entries import all_entries
 
     torch.set_num_threads(1)
     entries = all_entries()

@@ -1,6 +1,6 @@
 """OpInfo conformance runner: every entry of PyTorch's op_db on tpu against CPU PyTorch.
 
-    python -m torch_tpu.tools.opinfo [--dtypes float32,bfloat16] [--ops 'nn.functional.*'] [--slice ci]
+    python -m tools.opinfo [--dtypes float32,bfloat16] [--ops 'nn.functional.*'] [--slice ci]
                                      [--samples 6] [--jobs 2] [--timeout 120] [--json PATH] [--markdown PATH]
 
 Each (entry, dtype, direction) is classified pass / fallback (right, but some aten op ran through the CPU
@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from torch_tpu.tools.opinfo_entries import DTYPES, FLOAT_DTYPES, all_entries, entry_dtypes
-from torch_tpu.tools.opinfo_pool import Pool, Task, progress
-from torch_tpu.tools.opinfo_report import Results, fallback_notes, markdown, totals
-from torch_tpu.tools.opinfo_slices import SLICES
+from tools.opinfo.entries import DTYPES, FLOAT_DTYPES, all_entries, entry_dtypes
+from tools.opinfo.pool import Pool, Task, progress
+from tools.opinfo.report import Results, fallback_notes, markdown, totals
+from tools.opinfo.slices import SLICES
 
 
 def _dtype_list(text: str) -> list[str]:
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ordered = {dt: by[dt] for dt in dtypes if dt in by}
         by.clear()
         by.update(ordered)
-    command = "python -m torch_tpu.tools.opinfo " + " ".join(sys.argv[1:])
+    command = "python -m tools.opinfo " + " ".join(sys.argv[1:])
     meta = {
         "torch": torch.__version__,
         "samples": args.samples,
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m torch_tpu.tools.opinfo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.opinfo", description=__doc__.split("\n")[0])
     p.add_argument("--dtypes", default="all", help=f"comma list of {', '.join(DTYPES)}, or 'all' (default)")
     p.add_argument("--bwd-dtypes", default=None, help="dtypes also checked backward (default: the float ones)")
     p.add_argument(

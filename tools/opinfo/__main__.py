@@ -1,0 +1,3 @@
+from tools.opinfo.cli import main
+
+raise SystemExit(main())

@@ -1,1 +1,0 @@
-"""Developer tools run as modules, e.g. `python -m torch_tpu.tools.opinfo` (the OpInfo conformance runner)."""
