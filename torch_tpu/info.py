@@ -1,4 +1,8 @@
-"""`python -m torch_tpu.info`: what torch_tpu runs on — plugin, platform, devices, memory, compile cache."""
+"""`python -m torch_tpu.info`: what torch_tpu runs on — plugin, platform, devices, memory, compile cache.
+
+`python -m torch_tpu.info --ops`: the op registry instead — every overload a lowering row serves (named by its row
+or derived from PyTorch's schemas), and the ATen ops with a CPU kernel that still run on tpu through the CPU
+fallback."""
 
 from __future__ import annotations
 
@@ -60,6 +64,36 @@ def _header_version() -> str:
     return _C.pjrt_header_version()
 
 
+def ops_report() -> str:
+    import torch
+
+    from torch_tpu import _C
+
+    served = _C._lowered_ops()
+    derived = sorted(name for name, from_schema in served if from_schema)
+    lines = [f"lowered overloads: {len(served)} ({len(derived)} derived from the schemas)"]
+    lines += [f"  {name}{'  (derived)' if from_schema else ''}" for name, from_schema in sorted(served)]
+    unknown = _C._unknown_row_names()
+    if unknown:
+        lines.append(f"rows naming overloads PyTorch does not have: {', '.join(unknown)}")
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    fallback = []
+    for schema in torch._C._jit_get_all_schemas():
+        if not schema.name.startswith("aten::"):
+            continue
+        name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+        try:
+            has(name, "CPU")
+        except RuntimeError:  # a TorchScript builtin, not a dispatcher operator
+            continue
+        composite = has(name, "CompositeImplicitAutograd") or has(name, "CompositeExplicitAutograd")
+        if has(name, "CPU") and not has(name, "PrivateUse1") and not composite:
+            fallback.append(name[len("aten::") :])
+    lines.append(f"ATen overloads with a CPU kernel that run on the CPU fallback: {len(fallback)}")
+    lines += [f"  {name}" for name in sorted(fallback)]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(report())
+    print(ops_report() if sys.argv[1:] == ["--ops"] else report())
     sys.exit(0)

@@ -213,12 +213,6 @@ at::Tensor tpu_clone(const at::Tensor& self, std::optional<c10::MemoryFormat> me
   return at::native::clone(self, memory_format);
 }
 
-bool schema_exists(const std::string& name) {
-  auto dot = name.find('.');
-  std::string base = dot == std::string::npos ? name : name.substr(0, dot);
-  std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
-  return c10::Dispatcher::singleton().findSchema({"aten::" + base, overload}).has_value();
-}
 
 }  // namespace
 
@@ -243,11 +237,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", TORCH_FN(tpu_set_source_tensor));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(tpu_has_compatible_shallow_copy_type));
   m.impl("_efficientzerotensor", TORCH_FN(tpu_efficientzerotensor));
-  for (const auto& row : lowering_table()) {
-    for (const auto& name : row.names) {
-      if (schema_exists(name)) m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_lowered>());
-    }
-  }
+  // The lowered ops register themselves: backend/registry.cpp.
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

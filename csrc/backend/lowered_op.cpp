@@ -1,6 +1,7 @@
 #include "backend/lowered_op.h"
 #include "backend/aliasing.h"
 #include "backend/prep.h"
+#include "backend/registry.h"
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
@@ -346,8 +347,9 @@ OpInfo& op_info(const c10::OperatorHandle& op) {
   auto info = std::make_unique<OpInfo>(schema.operator_name());
   info->name = op_label(op);
   info->short_name = info->name.substr(info->name.rfind(':') + 1);
-  info->row = find_row(info->name);
+  info->row = registered_row(info->name);
   info->host_prep = host_prep_for(info->name);
+  if (info->host_prep == nullptr) info->host_prep = host_prep_for(functional_name(info->name));
   info->shape_from_scalars =
       info->name.find("arange") != std::string::npos || info->name.find("linspace") != std::string::npos;
   info->fresh_results = !schema.returns().empty() &&

@@ -175,10 +175,10 @@ void add_family(std::vector<LoweringRow>& rows, const std::string& family,
 void add_fused_optimizer_rules(std::vector<LoweringRow>& rows);
 
 void add_foreach_rules(std::vector<LoweringRow>& rows) {
-  for (const char* op : {"add", "sub"}) {
-    std::string t = std::string(op) + ".Tensor", s = std::string(op) + ".Scalar";
-    add_family(rows, std::string("_foreach_") + op, {{"List", t}, {"Tensor", t}, {"Scalar", s}, {"ScalarList", s}});
-  }
+  add_family(rows, "_foreach_add", {{"List", "add.Tensor"}, {"Tensor", "add.Tensor"}, {"Scalar", "add.Scalar"},
+                                     {"ScalarList", "add.Scalar"}});
+  // PyTorch has no _foreach_sub.Tensor (a tensor subtrahend for every entry).
+  add_family(rows, "_foreach_sub", {{"List", "sub.Tensor"}, {"Scalar", "sub.Scalar"}, {"ScalarList", "sub.Scalar"}});
   for (const char* op : {"mul", "div"}) {
     std::string t = std::string(op) + ".Tensor", s = std::string(op) + ".Scalar";
     add_family(rows, std::string("_foreach_") + op, {{"List", t}, {"Tensor", t}, {"Scalar", s}, {"ScalarList", s}});

@@ -8,6 +8,7 @@
 #include "exec/state.h"
 #include "backend/storage.h"
 #include "backend/lowered_op.h"
+#include "backend/registry.h"
 #include "exec/graph.h"
 #include "exec/sync.h"
 #include "lowering/host_kernels.h"
@@ -117,11 +118,12 @@ void bind_backend(py::module_& m) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_tpu_generator(static_cast<c10::DeviceIndex>(device))));
   });
-  m.def("_lowered_ops", []() {
-    std::vector<std::string> names;
-    for (const auto& row : lowering_table()) names.insert(names.end(), row.names.begin(), row.names.end());
-    return names;
+  m.def("_lowered_ops", []() {  // every overload served by a row, with whether it was derived from the schemas
+    std::vector<std::pair<std::string, bool>> out;
+    for (const auto& [name, entry] : registered_overloads()) out.emplace_back(name.substr(6), entry.derived);
+    return out;
   });
+  m.def("_unknown_row_names", &unknown_row_names);
 }
 
 }  // namespace torch_tpu
