@@ -217,6 +217,22 @@ LoweringRule bitwise(const std::string& op, const char* name) {
   };
 }
 
+// bitwise_left_shift / bitwise_right_shift (and << >>): a shift by the bit width or more, or by a negative amount,
+// gives 0 (right shifts of negative signed values: -1), as XLA's shifts and PyTorch's kernels define it.
+LoweringRule shift(bool left, const char* name) {
+  return [left, name](OpContext& c) -> V {
+    TensorType o = c.out(0);
+    TORCH_CHECK_NOT_IMPLEMENTED(!is_floating(o.dtype) && !is_complex(o.dtype) && o.dtype != ElementType::kPred, "\"",
+                                name, "\" not implemented for '", c10::toString(c.arg(0).toTensor().scalar_type()),
+                                "'");
+    auto [a, b] = operands(c, o.dtype);
+    const char* op = left                            ? "stablehlo.shift_left"
+                     : is_unsigned_integer(o.dtype)  ? "stablehlo.shift_right_logical"
+                                                     : "stablehlo.shift_right_arithmetic";
+    return {c.b.binary(op, a, b)};
+  };
+}
+
 LoweringRule logical(const std::string& op) {
   return [op](OpContext& c) -> V { return {c.b.binary(op, as_pred(c, 0), as_pred(c, 1))}; };
 }
@@ -568,6 +584,15 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", "bitwise_or.Scalar",
                    "bitwise_or_.Scalar"},
                   bitwise("stablehlo.or", "bitwise_or")});
+  rows.push_back({{"bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_Scalar", "bitwise_left_shift.Scalar_Tensor"},
+                  shift(true, "lshift_cpu")});
+  rows.push_back({{"bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_Scalar",
+                   "bitwise_right_shift.Scalar_Tensor"},
+                  shift(false, "rshift_cpu")});
+  rows.push_back({{"__lshift__.Tensor", "__lshift__.Scalar", "__ilshift__.Tensor", "__ilshift__.Scalar"},
+                  shift(true, "lshift_cpu")});
+  rows.push_back({{"__rshift__.Tensor", "__rshift__.Scalar", "__irshift__.Tensor", "__irshift__.Scalar"},
+                  shift(false, "rshift_cpu")});
   rows.push_back({{"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", "bitwise_xor.Scalar",
                    "bitwise_xor_.Scalar"},
                   bitwise("stablehlo.xor", "bitwise_xor")});

@@ -269,3 +269,25 @@ def test_histogramdd_with_edge_tensors_and_errors() -> None:
         torch.histogramdd(torch.randn(3, 2, device="tpu"), bins=[2])
     with pytest.raises(RuntimeError, match="at least 2 dimensions"):
         torch.histogramdd(torch.randn(5, device="tpu"), bins=[3])
+
+
+_SHIFTS = {
+    "lshift": lambda a, b: a << b,
+    "rshift": lambda a, b: a >> b,
+    "left_shift_scalar": lambda a, b: torch.bitwise_left_shift(a, 3),
+    "right_shift_scalar_tensor": lambda a, b: torch.bitwise_right_shift(-100, b),
+    "ilshift": lambda a, b: a.clone().__ilshift__(b),
+    "right_shift_": lambda a, b: a.clone().bitwise_right_shift_(b),
+    "left_shift_out": lambda a, b: torch.bitwise_left_shift(a, b, out=torch.empty_like(a)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32, torch.int64])
+@pytest.mark.parametrize("case", sorted(_SHIFTS))
+def test_shifts_match_cpu_including_out_of_range_amounts(case: str, dtype: torch.dtype) -> None:
+    a = torch.tensor([1, -8, 3, 5, 100, -1, 0, 77]).to(dtype)
+    b = torch.tensor([1, 2, 40, -1, 7, 8, 3, 65]).to(dtype)  # amounts past the width and negative ones
+    before = torch_tpu.metrics()["fallback_ops"]
+    got = _SHIFTS[case](a.to("tpu"), b.to("tpu")).cpu()
+    assert torch_tpu.metrics()["fallback_ops"] == before
+    torch.testing.assert_close(got, _SHIFTS[case](a, b))
