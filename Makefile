@@ -5,12 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEPS := $(VENV)/.deps-installed
 BUILD := build
-# The suites whose results depend on the eager mode: run again under debug and strict (the full run is the default,
-# fused).
-MODE_TESTS := tests/device tests/ops tests/integration tests/modes
+# The suite runs once in the default eager mode (fused) on JOBS workers (distributed/ alone: its ranks are processes
+# of their own), then the tests marked mode_sensitive (tests/conftest.py says which and why) under debug and strict.
+JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: demo test build lint clean
+.PHONY: demo test build lint clean wheel-check
 
 demo: build
 	$(PY) examples/train_char_transformer.py
@@ -19,9 +19,10 @@ test: build
 	$(VENV)/bin/ruff check .
 	$(PY) tools/lint_pure_rules.py
 	$(BUILD)/core_test "$$($(PY) -c 'from torch_tpu.runtime import default_plugin_path as p; print(p())')"
-	$(PY) -m pytest -q tests
-	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q $(MODE_TESTS)
-	TORCH_TPU_EAGER_MODE=strict $(PY) -m pytest -q $(MODE_TESTS)
+	$(PY) -m pytest -q -n $(JOBS) tests --ignore=tests/distributed
+	$(PY) -m pytest -q tests/distributed
+	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q -n $(JOBS) -m mode_sensitive tests
+	TORCH_TPU_EAGER_MODE=strict $(PY) -m pytest -q -n $(JOBS) -m mode_sensitive tests
 
 build: $(DEPS) .ccache-checked
 	cmake -S . -B $(BUILD) -G Ninja -DPython3_EXECUTABLE=$(abspath $(PY)) > $(BUILD).log 2>&1 || (cat $(BUILD).log; exit 1)
@@ -38,7 +39,8 @@ $(PY):
 # torch is pinned to the local CPU build and installed in the same pip command as everything that depends on it.
 $(DEPS): requirements.txt pyproject.toml | $(PY)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+	  -Ccmake.define.TORCH_TPU_METADATA_ONLY=ON -Cbuild-dir=build/editable -e .
 	touch $@
 
 # ccache makes rebuilds cheap; it is optional, so a failed install only costs speed.
@@ -47,5 +49,9 @@ $(DEPS): requirements.txt pyproject.toml | $(PY)
 	  (apt-get update -qq && apt-get install -y -qq ccache) >/dev/null 2>&1; } || echo "ccache unavailable: building without it"
 	@touch $@
 
+# A wheel built by `pip wheel .`, installed into a fresh venv and trained with (CI runs it after `make test`).
+wheel-check: $(DEPS) .ccache-checked
+	PY=$(PY) tools/wheel_check.sh
+
 clean:
-	rm -rf $(BUILD) $(BUILD).log torch_tpu/_C*.so .ccache-checked
+	rm -rf $(BUILD) $(BUILD).log torch_tpu/_C*.so .ccache-checked dist
