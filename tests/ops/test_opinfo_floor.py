@@ -164,7 +164,7 @@ def test_report_counts_and_ranks_blockers() -> None:
 
 
 def test_select_and_plan() -> None:
-    from tools.opinfo import plan, select
+    from tools.opinfo.cli import plan, select
 
     assert select("max,sum", None) == ["max.reduction_with_dim", "max.reduction_no_dim", "max.binary", "sum"]
     assert "nn.functional.conv2d" in select("nn.functional.conv*", None)

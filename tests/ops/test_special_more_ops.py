@@ -9,6 +9,7 @@ import torch
 
 import torch_tpu
 from tests.ops.harness import check as _check
+from torch_tpu import _C
 
 INF, NAN = float("inf"), float("nan")
 S = torch.special
@@ -186,13 +187,19 @@ def test_reduced_precision_raises_like_cpu():
         S.chebyshev_polynomial_t(x.to("tpu"), x.to("tpu"))
 
 
-def test_no_fallback_with_fallback_error(monkeypatch):
-    monkeypatch.setenv("TORCH_TPU_FALLBACK", "error")
-    x = torch.linspace(0.1, 3, 7)
-    for fn in UNARY.values():
-        check(fn, x / 4 if fn is S.ndtri else x, grad=False)
-    for fn in [*BINARY.values(), torch.igamma, torch.igammac]:
-        check(fn, x + 1, torch.arange(7.0), grad=False)
+def test_no_fallback_with_fallback_error():
+    # The policy is read at import; the setter applies it now (an environment variable set here would not).
+    _C._set_fallback_policy("error")
+    try:
+        x = torch.linspace(0.1, 3, 7)
+        for fn in UNARY.values():
+            check(fn, x / 4 if fn is S.ndtri else x, grad=False)
+        for fn in [*BINARY.values(), torch.igamma, torch.igammac]:
+            check(fn, x + 1, torch.arange(7.0), grad=False)
+        with pytest.raises(NotImplementedError, match="TORCH_TPU_FALLBACK=error"):
+            torch.linalg.eigvals(torch.eye(2, device="tpu"))  # still on the CPU fallback: the policy is in force
+    finally:
+        _C._set_fallback_policy(torch_tpu.config.load().fallback)
 
 
 A_IG = [0.0, 1e-3, 0.1, 0.5, 1.0, 1.5, 5.0, 19.0, 21.0, 25.0, 50.0, 150.0, 199.0, 201.0, 500.0, 1e4, INF, -1.0, NAN]
