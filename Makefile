@@ -9,6 +9,9 @@ BUILD := build
 # of their own), then the tests marked mode_sensitive (tests/conftest.py says which and why) under debug and strict.
 JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
+# ccache hits across clones and build folders (CI builds a fresh clone; the wheel builds in its own folder).
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := true
 
 .PHONY: demo test build lint clean wheel-check
 

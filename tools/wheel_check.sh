@@ -7,7 +7,7 @@ ROOT=$PWD
 PY=${PY:-.venv/bin/python}
 rm -rf dist
 # ccache: the build folder differs from make's, so the objects hit only with the folder left out of the hash.
-CCACHE_NOHASHDIR=true "$PY" -m pip wheel . -q --disable-pip-version-check --no-build-isolation --no-deps -w dist
+CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true "$PY" -m pip wheel . -q --disable-pip-version-check --no-build-isolation --no-deps -w dist
 WHEEL=$(ls dist/torch_tpu-*.whl)
 VENV=$(mktemp -d)/venv
 "$PY" -m venv "$VENV"
