@@ -1,9 +1,10 @@
 #include "distributed/tpu_dist.h"
+#include "distributed/staging.h"
 
 #include "exec/device_data.h"
 #include "exec/state.h"
 #include "exec/sync.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 #include "runtime/counters.h"
 #include "runtime/pjrt.h"
 
@@ -42,8 +43,6 @@ auto on_host(Call&& call) {
   return call();
 }
 
-bool on_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
-
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<at::Tensor> out;
   for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
@@ -54,177 +53,6 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
-
-// On the XLA-CPU plugin a device buffer is host memory: its address once it is computed, or null when the plugin is
-// another one or cannot say where the buffer lives.
-void* host_address(const Buffer& buffer) {
-  const BackendState& state = backend_state();
-  if (state.client->platform_name() != "cpu") return nullptr;
-  const PJRT_Api* api = state.client->api();
-  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Buffer_UnsafePointer) || !api->PJRT_Buffer_UnsafePointer) {
-    return nullptr;
-  }
-  buffer.await_ready();  // computed (and the producer's error, if any, raised here)
-  TPU_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args, args);
-  args.buffer = buffer.raw();
-  if (PJRT_Error* err = api->PJRT_Buffer_UnsafePointer(&args)) {
-    pjrt_take_error(api, err, "PJRT_Buffer_UnsafePointer");  // not supported: use the plugin's transfer
-    return nullptr;
-  }
-  return reinterpret_cast<void*>(args.buffer_pointer);
-}
-
-// Reads a device buffer with one memcpy (XLA-CPU), instead of the plugin's transfer (which hands copies above
-// ~100 KB to a worker thread: about a millisecond per op on a busy host). False when that does not apply.
-bool read_host_visible(const Buffer& buffer, void* dst, size_t nbytes) {
-  if (static_cast<int64_t>(nbytes) > buffer.byte_size()) return false;
-  void* src = host_address(buffer);
-  if (src == nullptr) return false;
-  std::memcpy(dst, src, nbytes);
-  return true;
-}
-
-bool whole_storage(const at::Tensor& t) {
-  const int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
-  return t.storage_offset() == 0 && t.is_contiguous() && t.numel() == storage_numel && !t.is_conj() && !t.is_neg();
-}
-
-// The copy back of a result that fills a whole tpu storage, on the XLA-CPU plugin: the host buffer becomes the
-// storage's device buffer without a copy (zero-copy host semantics). The pool gets the host buffer back when PJRT is
-// done with it (the device buffer was freed or replaced). False when this does not apply; then copy_ does the work.
-bool adopt_as_device_buffer(const at::Tensor& dst, const at::Tensor& host, const std::shared_ptr<HostPool>& pool) {
-  const BackendState& state = backend_state();
-  if (state.client->platform_name() != "cpu" || !on_tpu(dst) || !host.is_cpu() || dst.numel() == 0) return false;
-  if (!whole_storage(dst) || host.scalar_type() != dst.scalar_type() || !host.is_contiguous() ||
-      host.numel() != dst.numel() ||
-      reinterpret_cast<uintptr_t>(host.data_ptr()) % 64 != 0) {
-    return false;
-  }
-  Event done;
-  auto buffer = state.client->buffer_from_host(host.data_ptr(), element_type_of(dst.scalar_type()), {dst.numel()}, {},
-                                               state.pjrt_index.at(dst.device().index()),
-                                               HostSemantics::kImmutableZeroCopy, &done);
-  device_data(dst.storage()).set_buffer(std::move(buffer));
-  std::move(done).on_ready([host, pool](const Error&) { pool->release(host); });
-  return true;
-}
-
-// The host side of one collective: host twins of its operands, and what to copy back into which user tensor when the
-// host work is done. tpu operands get pooled host buffers (given back by finish()); host operands are used as they
-// are (the host backend checks them itself).
-class Stage {
- public:
-  explicit Stage(std::shared_ptr<HostPool> pool) : pool_(std::move(pool)) {}
-
-  // Host twin of an operand whose contents the collective reads. A whole tpu storage is copied straight from its
-  // PJRT buffer; views go through the generic copy.
-  at::Tensor in(const at::Tensor& t) {
-    if (!on_tpu(t)) return t;
-    at::Tensor host = take(t);
-    if (t.numel() == 0) return host;
-    std::shared_ptr<Buffer> buffer = device_data(t.storage()).buffer();
-    if (buffer && whole_storage(t) && buffer->element_type() == element_type_of(t.scalar_type())) {
-      const auto nbytes = static_cast<size_t>(host.nbytes());
-      if (!pool_->cpu_zero_copy() || !read_host_visible(*buffer, host.data_ptr(), nbytes)) {
-        buffer->to_host(host.data_ptr(), nbytes);
-      }
-    } else {
-      host.copy_(t);
-    }
-    return host;
-  }
-  // An operand reduced where it lies (all_reduce on the XLA-CPU plugin). A whole storage whose buffer only the storage
-  // holds, with no program in flight on its device and no open graph referring to it, goes to the host backend as a
-  // CPU tensor over the device buffer's own memory: nothing is staged in or copied back. As with Gloo on CPU
-  // tensors, the tensor then changes in place; reading it before the work completes is a race there too. Any other
-  // operand is staged as by in().
-  at::Tensor in_place(const at::Tensor& t) {
-    if (!pool_->cpu_zero_copy() || !on_tpu(t) || t.numel() == 0 || !whole_storage(t)) return in(t);
-    DeviceData& data = device_data(t.storage());
-    if (data.membership() != DeviceData::kNone || !device_idle(t.device().index())) return in(t);
-    std::shared_ptr<Buffer> buffer = data.buffer();
-    // held by the storage and here only: no other storage, copy in flight or program argument list reads it
-    if (!buffer || buffer.use_count() != 2 || buffer->element_type() != element_type_of(t.scalar_type())) return in(t);
-    void* address = host_address(*buffer);
-    if (address == nullptr) return in(t);
-    at::Tensor host = at::from_blob(
-        address, t.sizes(), [keep = std::move(buffer)](void*) {}, t.options().device(at::kCPU));
-    in_place_.push_back(host);
-    runtime_counters().dist_in_place++;
-    return host;
-  }
-  std::vector<at::Tensor> in_place(const std::vector<at::Tensor>& ts) {
-    return map(ts, [this](auto& t) { return in_place(t); });
-  }
-
-  // Host twin of an operand the collective only writes.
-  at::Tensor out(const at::Tensor& t) { return on_tpu(t) ? take(t) : t; }
-
-  std::vector<at::Tensor> in(const std::vector<at::Tensor>& ts) { return map(ts, [this](auto& t) { return in(t); }); }
-  std::vector<at::Tensor> out(const std::vector<at::Tensor>& ts) { return map(ts, [this](auto& t) { return out(t); }); }
-  std::vector<std::vector<at::Tensor>> in(const std::vector<std::vector<at::Tensor>>& lists) {
-    std::vector<std::vector<at::Tensor>> r;
-    for (const auto& l : lists) r.push_back(in(l));
-    return r;
-  }
-  std::vector<std::vector<at::Tensor>> out(const std::vector<std::vector<at::Tensor>>& lists) {
-    std::vector<std::vector<at::Tensor>> r;
-    for (const auto& l : lists) r.push_back(out(l));
-    return r;
-  }
-
-  void back(const at::Tensor& dst, const at::Tensor& src) {
-    if (!dst.is_same(src) && !holds(in_place_, src)) pairs_.emplace_back(dst, src);
-  }
-  void back(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
-    for (size_t i = 0; i < dst.size(); ++i) back(dst[i], src[i]);
-  }
-  void back(const std::vector<std::vector<at::Tensor>>& dst, const std::vector<std::vector<at::Tensor>>& src) {
-    for (size_t i = 0; i < dst.size(); ++i) back(dst[i], src[i]);
-  }
-
-  // Copies the results back into the user tensors, then gives the host buffers back to the pool.
-  void finish() {
-    for (const auto& [dst, src] : pairs_) {
-      if (pool_->cpu_zero_copy() && holds(taken_, src) && adopt_as_device_buffer(dst, src, pool_)) {
-        adopted_.push_back(src);  // the pool gets it back from PJRT, later
-      } else {
-        dst.copy_(src);
-      }
-    }
-    pairs_.clear();
-    for (const auto& t : taken_) {
-      if (!holds(adopted_, t)) {
-        pool_->release(t);
-      }
-    }
-    taken_.clear();
-    adopted_.clear();
-    in_place_.clear();  // the device buffers they kept alive are the storages' again
-  }
-
- private:
-  static bool holds(const std::vector<at::Tensor>& ts, const at::Tensor& t) {
-    return std::any_of(ts.begin(), ts.end(), [&t](const at::Tensor& a) { return a.is_same(t); });
-  }
-  at::Tensor take(const at::Tensor& like) {
-    taken_.push_back(pool_->acquire(like));
-    return taken_.back();
-  }
-  template <class F>
-  static std::vector<at::Tensor> map(const std::vector<at::Tensor>& ts, F f) {
-    std::vector<at::Tensor> r;
-    r.reserve(ts.size());
-    for (const auto& t : ts) r.push_back(f(t));
-    return r;
-  }
-
-  std::shared_ptr<HostPool> pool_;
-  std::vector<at::Tensor> taken_;
-  std::vector<at::Tensor> adopted_;
-  std::vector<at::Tensor> in_place_;  // CPU views of device buffers reduced in place (see in_place)
-  std::vector<std::pair<at::Tensor, at::Tensor>> pairs_;
-};
 
 // The host backend (Gloo) has no AVG or PREMUL_SUM: both run as SUM, with the inputs scaled first (PREMUL_SUM) or
 // the results divided by the group size afterwards (AVG, truncating for integers as NCCL does).
@@ -491,32 +319,6 @@ WorkPtr TpuDistBackend::launch(OpType type, WorkPtr host_work, std::vector<at::T
   return work;
 }
 
-
-// ---------------------------------------------------------------------------------------------------------------
-at::Tensor HostPool::acquire(const at::Tensor& like) {
-  const size_t nbytes = static_cast<size_t>(like.numel()) * like.element_size();
-  at::Tensor bytes;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(nbytes);
-    if (it != free_.end()) {
-      bytes = std::move(it->second);
-      free_.erase(it);
-      free_bytes_ -= nbytes;
-    }
-  }
-  if (!bytes.defined()) bytes = at::empty({static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte));
-  return bytes.view(like.scalar_type()).view(like.sizes());
-}
-
-void HostPool::release(const at::Tensor& t) {
-  const size_t nbytes = t.nbytes();
-  at::Tensor bytes = t.view({-1}).view(at::kByte);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (free_bytes_ + nbytes > kMaxFreeBytes) return;
-  free_.emplace(nbytes, std::move(bytes));
-  free_bytes_ += nbytes;
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 WorkPtr TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
