@@ -1,4 +1,5 @@
 #include "backend/storage.h"
+#include "exec/device_tensor.h"
 
 #include <c10/util/Exception.h>
 #include <sys/mman.h>
@@ -237,5 +238,10 @@ TpuAllocator& tpu_allocator() {
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &tpu_allocator());
+
+namespace {
+// exec/ allocates program results through this one allocator, never through the dispatcher.
+const bool g_installed = (install_device_allocator(&tpu_allocator()), true);
+}  // namespace
 
 }  // namespace torch_tpu

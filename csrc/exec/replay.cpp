@@ -1,8 +1,8 @@
 #include "exec/replay.h"
+#include "exec/device_tensor.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
@@ -297,8 +297,8 @@ std::optional<std::vector<c10::IValue>> CapturedGraph::replay(const std::vector<
   std::vector<c10::Storage> fresh;
   fresh.reserve(fresh_nbytes_.size());
   {
-    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
-    c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+    OnDevice on(device_);
+    c10::Allocator* allocator = &device_allocator();
     for (int64_t nbytes : fresh_nbytes_) {
       fresh.emplace_back(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes), allocator, /*resizable=*/true);
     }

@@ -1,6 +1,6 @@
 #include "exec/tensor_program.h"
 
-#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 
 #include <algorithm>
 #include <array>
@@ -8,10 +8,11 @@
 #include <mutex>
 #include <tuple>
 
+#include "exec/device_tensor.h"
 #include "exec/state.h"
 #include "exec/sync.h"
-#include "lowering/op_context.h"
-#include "lowering/views.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/views.h"
 #include "runtime/counters.h"
 #include "runtime/executable.h"
 
@@ -258,10 +259,8 @@ void TensorProgram::write(const at::Tensor& target, const Value& value) {
 }
 
 at::Tensor TensorProgram::output(const Value& value, at::ScalarType dtype) {
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
   DeferredBooking deferred(open_graph_);
-  at::Tensor t = at::empty(value.type.dims, at::TensorOptions().dtype(dtype).device(
-                                                 c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
+  at::Tensor t = new_device_tensor(device_, value.type.dims, dtype);
   write(t, value);
   return t;
 }
@@ -379,7 +378,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& target) {
 }
 
 at::Tensor copy_device_to_host(const at::Tensor& src) {
-  at::Tensor out = at::empty(src.sizes(), src.options().device(c10::kCPU));
+  at::Tensor out = at::detail::empty_cpu(src.sizes(), src.scalar_type(), false, std::nullopt);
   if (src.numel() == 0) return out;
   DeviceData& data = device_data(src.storage());
   std::shared_ptr<Buffer> buffer = data.buffer();
@@ -388,7 +387,7 @@ at::Tensor copy_device_to_host(const at::Tensor& src) {
   bool whole = src.storage_offset() == 0 && src.is_contiguous() && src.numel() == storage_numel &&
                !src.is_conj() && !src.is_neg();
   if (!buffer) {
-    out.zero_();
+    std::memset(out.data_ptr(), 0, out.nbytes());  // never written: zeros
     return out;
   }
   if (!(whole && buffer->element_type() == dtype)) {
