@@ -10,7 +10,7 @@
 #include "exec/state.h"
 #include "exec/sync.h"
 #include "exec/tensor_program.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "lowering/host_kernels.h"
+#include "lowering/lib/host_kernels.h"
 #include "runtime/client.h"
 #include "runtime/xla_ffi.h"
 

@@ -16,7 +16,7 @@
 #include "backend/lowered_op.h"
 #include "exec/graph.h"
 #include "exec/tensor_program.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

@@ -20,8 +20,8 @@
 #include "exec/graph.h"
 #include "exec/sync.h"
 #include "exec/tensor_program.h"
-#include "lowering/op_context.h"
-#include "lowering/views.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/views.h"
 
 namespace torch_tpu {
 

@@ -18,7 +18,7 @@
 #include <torch/library.h>
 
 #include "exec/tensor_program.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

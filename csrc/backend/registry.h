@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lowering/op_context.h"
+#include "lowering/table.h"
 
 namespace torch_tpu {
 

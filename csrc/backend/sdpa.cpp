@@ -17,8 +17,8 @@
 #include "backend/lowered_op.h"
 #include "exec/graph.h"
 #include "exec/tensor_program.h"
-#include "lowering/attention.h"
-#include "lowering/op_context.h"
+#include "lowering/nn/attention.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

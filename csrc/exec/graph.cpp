@@ -15,7 +15,7 @@
 
 #include "exec/state.h"
 #include "exec/sync.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 #include "runtime/counters.h"
 #include "runtime/error.h"
 

@@ -15,7 +15,7 @@
 
 #include "exec/device_data.h"
 #include "hlo/builder.h"
-#include "lowering/views.h"
+#include "lowering/lib/views.h"
 
 namespace torch_tpu {
 

@@ -11,8 +11,8 @@
 #include "backend/registry.h"
 #include "exec/graph.h"
 #include "exec/sync.h"
-#include "lowering/host_kernels.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/host_kernels.h"
+#include "lowering/lib/op_context.h"
 #include "python/module.h"
 #include "runtime/client.h"
 

@@ -1,4 +1,4 @@
-"""Symmetric eigendecomposition and SVD on tpu (Jacobi methods, csrc/lowering/linalg_jacobi.cpp) against CPU
+"""Symmetric eigendecomposition and SVD on tpu (Jacobi methods, csrc/lowering/linalg/jacobi.cpp) against CPU
 PyTorch's LAPACK: eigenvalues and singular values, sign-invariant results built on the vectors (reconstructions,
 projectors, pinv, matrix_rank, cond, norms), their gradients, errors of NaN inputs, and no CPU fallback. Singular and
 eigen vectors themselves are unique only up to sign (phase), so they are compared through such functions."""

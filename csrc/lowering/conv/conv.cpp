@@ -7,9 +7,9 @@
 #include <cmath>
 #include <string>
 
-#include "lowering/host_kernels.h"
-#include "lowering/op_context.h"
-#include "lowering/pooling.h"
+#include "lowering/lib/host_kernels.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/conv/pooling.h"
 
 namespace torch_tpu {
 

@@ -6,10 +6,10 @@
 // CPU kernel's formulas and summation order. The backward of bicubic sampling stays on the CPU fallback.
 #include <cmath>
 
-#include "lowering/hlo_math.h"
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {

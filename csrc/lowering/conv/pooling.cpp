@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "lowering/pooling.h"
-#include "lowering/rule_helpers.h"
+#include "lowering/conv/pooling.h"
+#include "lowering/lib/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {

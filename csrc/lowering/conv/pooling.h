@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 

@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {
@@ -33,31 +33,6 @@ Ints others(int64_t rank, int64_t d) {
 }
 
 }  // namespace
-
-Value gather_dim(HloBuilder& b, const Value& x, const Value& idx, int64_t d) {
-  int64_t n = idx.type.dims[0], rank = x.type.rank();
-  Ints slice = x.type.dims, out = x.type.dims;
-  slice[d] = 1;
-  out[d] = n;
-  Ints offs = others(rank, d);
-  std::string attrs = "dimension_numbers = #stablehlo.gather<" +
-                      (offs.empty() ? std::string() : "offset_dims = " + list(offs) + ", ") +
-                      "collapsed_slice_dims = [" + std::to_string(d) + "], start_index_map = [" + std::to_string(d) +
-                      "], index_vector_dim = 1>, slice_sizes = " + i64_array(slice) + ", indices_are_sorted = false";
-  return b.op1("stablehlo.gather", {x, b.reshape(idx, {n, 1})}, {x.type.dtype, out}, attrs);
-}
-
-Value scatter_add_dim(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, int64_t d) {
-  int64_t n = idx.type.dims[0];
-  TensorType s{into.type.dtype, {}};
-  std::string body = b.region({s, s}, [](HloBuilder& r, const V& a) { return V{r.binary("stablehlo.add", a[0], a[1])}; });
-  Ints win = others(into.type.rank(), d);
-  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<" +
-                      (win.empty() ? std::string() : "update_window_dims = " + list(win) + ", ") +
-                      "inserted_window_dims = [" + std::to_string(d) + "], scatter_dims_to_operand_dims = [" +
-                      std::to_string(d) + "], index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false";
-  return b.op1("stablehlo.scatter", {into, b.reshape(idx, {n, 1}), updates}, into.type, attrs, {body});
-}
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <optional>
 
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {

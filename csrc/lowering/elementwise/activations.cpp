@@ -3,10 +3,10 @@
 // follow PyTorch's comparisons (a NaN passes its gradient through relu/hardtanh/threshold backwards).
 #include <cmath>
 
-#include "lowering/hlo_math.h"
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {

@@ -5,7 +5,7 @@
 //   _amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
 //       found_inf != 0: scale *= backoff, tracker = 0; else tracker + 1 == interval: scale *= growth when that stays
 //       finite, tracker = 0; else tracker += 1. The factors and the interval are runtime operands.
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

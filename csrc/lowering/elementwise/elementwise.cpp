@@ -5,10 +5,10 @@
 #include <cmath>
 #include <limits>
 
-#include "lowering/math.h"
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
+#include "lowering/elementwise/pointwise_math.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {
@@ -503,12 +503,7 @@ V nan_to_num_rule(OpContext& c) {
 
 }  // namespace
 
-void add_activation_rules(Rows& rows);  // activations.cpp
-
 void add_elementwise_rules(Rows& rows) {
-  add_activation_rules(rows);
-  add_math_rules(rows);
-  add_special_rules(rows);
   rows.push_back({{"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"}, add_like("stablehlo.add"), add_checks(false)});
   rows.push_back({{"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"}, add_like("stablehlo.subtract"), add_checks(true)});
   rows.push_back({{"rsub.Tensor", "rsub.Scalar"}, [](OpContext& c) -> V {  // other - alpha * self

@@ -1,14 +1,14 @@
 // Pointwise math beyond the basics of elementwise.cpp: inverse and hyperbolic trigonometry, exp2/log2/log10,
 // frac/signbit/angle/sinc, and the binary copysign/xlogy/hypot/logaddexp/nextafter/heaviside. Float16/bfloat16
 // compute in float32 and round once; float64 computes in float64. Special functions (gamma family, erf family,
-// Bessel) are in special.cpp.
+// Bessel) are in special/.
 #include <cmath>
 
-#include "lowering/hlo_math.h"
-#include "lowering/math.h"
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/elementwise/pointwise_math.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
 
 namespace torch_tpu {
 

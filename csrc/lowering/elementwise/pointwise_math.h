@@ -1,9 +1,9 @@
-// Pieces of the pointwise math rules (math.cpp) that other rule files reuse.
+// Pieces of the pointwise math rules (pointwise_math.cpp) that other rule files reuse.
 #pragma once
 
 #include <vector>
 
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 
@@ -15,7 +15,5 @@ Value copysign_value(HloBuilder& b, const Value& mag, const Value& sign);
 Value exp2_of(HloBuilder& b, const Value& x);
 Value log2_of(HloBuilder& b, const Value& x);
 
-void add_math_rules(std::vector<LoweringRow>& rows);     // math.cpp
-void add_special_rules(std::vector<LoweringRow>& rows);  // special.cpp
 
 }  // namespace torch_tpu

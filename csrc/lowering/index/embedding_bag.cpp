@@ -4,10 +4,10 @@
 // float32 for half types. Sparse gradients (sparse=True) and scale_grad_by_freq with max stay on the CPU fallback.
 #include <limits>
 
-#include "lowering/hlo_math.h"
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
-#include "lowering/scatter_rows.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/scatter_rows.h"
 
 namespace torch_tpu {
 namespace {

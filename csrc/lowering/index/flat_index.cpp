@@ -3,9 +3,9 @@
 // count). Nothing waits for device values: out-of-range indices and short sources are OpContext checks.
 #include <ATen/core/Tensor.h>
 
-#include "lowering/hlo_math.h"
-#include "lowering/op_context.h"
-#include "lowering/scatter_rows.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/scatter_rows.h"
 
 namespace torch_tpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "lowering/common_dtype.h"
+#include "lowering/lib/common_dtype.h"
 
 #include <string>
 #include <unordered_map>

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 

@@ -1,4 +1,4 @@
-// Short spellings of StableHLO arithmetic for the math rules (math.cpp, special.cpp, activations, scans), so that a
+// Short spellings of StableHLO arithmetic for the math rules (pointwise math, special functions, activations, scans), so that a
 // formula reads like one: add(b, x, mul(b, y, z)). Every helper works elementwise on operands of equal type.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "lowering/numerics.h"
+#include "lowering/lib/numerics.h"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 #include <ATen/Dispatch_v2.h>
 
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "lowering/common_dtype.h"
+#include "lowering/lib/common_dtype.h"
 #include "runtime/error.h"
 
 namespace torch_tpu {
@@ -321,49 +321,6 @@ double highest(ElementType t) {
     default: break;
   }
   return std::numeric_limits<double>::infinity();
-}
-
-const std::vector<LoweringRow>& lowering_table() {
-  static const std::vector<LoweringRow> table = [] {
-    std::vector<LoweringRow> rows;
-    add_elementwise_rules(rows);
-    add_reduction_rules(rows);
-    add_linalg_rules(rows);
-    add_linalg_decomp_rules(rows);
-    add_fft_rules(rows);
-    add_nn_rules(rows);
-    add_indexing_rules(rows);
-    add_conv_rules(rows);
-    add_batch_norm_rules(rows);
-    add_amp_rules(rows);
-    add_rnn_rules(rows);
-    add_spatial_rules(rows);
-    add_upsample_aa_rules(rows);
-    add_pooling_rules(rows);
-    add_grid_sample_rules(rows);
-    add_embedding_bag_rules(rows);
-    add_segment_reduce_rules(rows);
-    add_selection_rules(rows);
-    add_flat_index_rules(rows);
-    add_special_more_rules(rows);
-    compute_in_common_dtype(rows);
-    add_foreach_rules(rows);  // last: its rules look up the elementwise rows
-    return rows;
-  }();
-  return table;
-}
-
-const LoweringRow* find_row(const std::string& name) {
-  static const std::unordered_map<std::string, const LoweringRow*> index = [] {
-    std::unordered_map<std::string, const LoweringRow*> m;
-    for (const auto& row : lowering_table()) {
-      for (const auto& n : row.names) m["aten::" + n] = &row;
-    }
-    return m;
-  }();
-  std::string key = name.rfind("aten::", 0) == 0 ? name : "aten::" + name;
-  auto it = index.find(key);
-  return it == index.end() ? nullptr : it->second;
 }
 
 }  // namespace torch_tpu

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hlo/builder.h"
+#include "lowering/lib/builders.h"
 
 namespace torch_tpu {
 
@@ -118,42 +119,8 @@ struct LoweringRow {
   ArgumentFilter applies = nullptr;  // optional: every call when absent
 };
 
-// The whole table, built from the per-area tables (elementwise, reductions, linalg, nn, indexing, conv).
-const std::vector<LoweringRow>& lowering_table();
-// nullptr when no row lowers `name` ("aten::add.Tensor" or "add.Tensor").
-const LoweringRow* find_row(const std::string& name);
-
-// Per-area tables, each in its own file.
-void add_elementwise_rules(std::vector<LoweringRow>& rows);
-void add_reduction_rules(std::vector<LoweringRow>& rows);
-void add_linalg_rules(std::vector<LoweringRow>& rows);
-void add_linalg_decomp_rules(std::vector<LoweringRow>& rows);  // linalg_decomp.cpp: LU, Cholesky, solves
-void add_fft_rules(std::vector<LoweringRow>& rows);
-void add_nn_rules(std::vector<LoweringRow>& rows);
-void add_indexing_rules(std::vector<LoweringRow>& rows);
-void add_conv_rules(std::vector<LoweringRow>& rows);
-void add_batch_norm_rules(std::vector<LoweringRow>& rows);
-void add_spatial_rules(std::vector<LoweringRow>& rows);
-void add_upsample_aa_rules(std::vector<LoweringRow>& rows);
-void add_pooling_rules(std::vector<LoweringRow>& rows);
-void add_grid_sample_rules(std::vector<LoweringRow>& rows);    // grid_sample.cpp
-void add_embedding_bag_rules(std::vector<LoweringRow>& rows);  // embedding_bag.cpp
-void add_segment_reduce_rules(std::vector<LoweringRow>& rows);  // segment_reduce.cpp
-void add_foreach_rules(std::vector<LoweringRow>& rows);
-void add_amp_rules(std::vector<LoweringRow>& rows);
-void add_rnn_rules(std::vector<LoweringRow>& rows);
-void add_selection_rules(std::vector<LoweringRow>& rows);  // selection.cpp: median, kthvalue, searchsorted, ...
-void add_flat_index_rules(std::vector<LoweringRow>& rows);  // flat_index.cpp: take/put_, masked_scatter, ...
-void add_special_more_rules(std::vector<LoweringRow>& rows);  // special_more.cpp: Bessel, polynomials, igamma, ...
-
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);
-// x gathered along dim d at the s64 positions idx ([n]): the result has n in place of dim d.
-Value gather_dim(HloBuilder& b, const Value& x, const Value& idx, int64_t d);
-// Adds the slices of `updates` along dim d into `into` at the s64 positions idx ([n], duplicates accumulate).
-Value scatter_add_dim(HloBuilder& b, const Value& into, const Value& updates, const Value& idx, int64_t d);
-// Inclusive scan along `dim` with a binary StableHLO op ("stablehlo.add", "stablehlo.maximum", ...) and its identity.
-Value prefix_reduce(HloBuilder& b, const Value& x, int64_t dim, const std::string& combiner, double init);
 Value zeros(HloBuilder& b, const TensorType& type);
 Value full(HloBuilder& b, double value, const TensorType& type);
 Value reduce_sum(HloBuilder& b, const Value& v, const std::vector<int64_t>& dims);

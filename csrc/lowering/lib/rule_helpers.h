@@ -2,8 +2,8 @@
 // "opmath" (float16/bfloat16 results computed in float32, rounded once).
 #pragma once
 
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 

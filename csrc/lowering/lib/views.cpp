@@ -1,4 +1,4 @@
-#include "lowering/views.h"
+#include "lowering/lib/views.h"
 
 #include <algorithm>
 #include <numeric>

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lowering/linalg_helpers.h"
+#include "lowering/linalg/matrices.h"
 
 namespace torch_tpu {
 namespace {

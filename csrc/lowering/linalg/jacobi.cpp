@@ -11,7 +11,7 @@
 #include <cmath>
 #include <limits>
 
-#include "lowering/linalg_helpers.h"
+#include "lowering/linalg/matrices.h"
 
 namespace torch_tpu {
 namespace {

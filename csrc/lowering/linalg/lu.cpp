@@ -1,11 +1,11 @@
 // LU-based linear algebra on the device: linalg_lu_factor_ex, linalg_lu, lu_unpack, linalg_lu_solve,
 // _linalg_solve_ex, linalg_inv_ex, _linalg_det, _linalg_slogdet, and _linalg_check_errors (the device-side error
-// of the non-_ex ops). The factorisation is one while loop of rank-1 updates (linalg_helpers.cpp); where PyTorch
+// of the non-_ex ops). The factorisation is one while loop of rank-1 updates (matrices.cpp); where PyTorch
 // factors A^T instead of A (contiguous real inputs of solve/det/slogdet, a layout optimisation its backward formulas
 // rely on), so do these rules: LU and pivots mean what PyTorch's mean.
 #include <algorithm>
 
-#include "lowering/linalg_helpers.h"
+#include "lowering/linalg/matrices.h"
 
 namespace torch_tpu {
 namespace {
@@ -249,8 +249,6 @@ void add_linalg_decomp_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"_linalg_det", "_linalg_det.result"}, det_rule});
   rows.push_back({{"_linalg_slogdet", "_linalg_slogdet.sign"}, slogdet_rule});
   rows.push_back({{"_linalg_check_errors"}, check_errors_rule});
-  add_linalg_solver_rules(rows);
-  add_linalg_jacobi_rules(rows);
 }
 
 }  // namespace torch_tpu

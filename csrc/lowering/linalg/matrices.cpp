@@ -1,5 +1,5 @@
-// Shared pieces of the matrix decompositions; see linalg_helpers.h.
-#include "lowering/linalg_helpers.h"
+// Shared pieces of the matrix decompositions; see matrices.h.
+#include "lowering/linalg/matrices.h"
 
 #include <algorithm>
 

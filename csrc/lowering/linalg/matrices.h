@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace linalg {
@@ -71,9 +71,7 @@ void check_info(OpContext& c, const Value& info, const std::string& api_name, bo
 }  // namespace linalg
 
 // linalg_solvers.cpp: Cholesky, triangular solves, cross products (added by add_linalg_decomp_rules).
-void add_linalg_solver_rules(std::vector<LoweringRow>& rows);
 // linalg_jacobi.cpp: _linalg_eigh, _linalg_svd (added by add_linalg_decomp_rules).
-void add_linalg_jacobi_rules(std::vector<LoweringRow>& rows);
 
 namespace linalg {
 

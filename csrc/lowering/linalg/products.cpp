@@ -1,7 +1,7 @@
 // Matrix products: mm, bmm, addmm, baddbmm, dot, mv, addmv — all one dot_general each.
-#include "lowering/host_kernels.h"
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"  // reject_bool: PyTorch has no bool matrix products
+#include "lowering/lib/host_kernels.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"  // reject_bool: PyTorch has no bool matrix products
 
 namespace torch_tpu {
 namespace {

@@ -1,9 +1,9 @@
-#include "lowering/attention.h"
+#include "lowering/nn/attention.h"
 
 #include <limits>
 
-#include "lowering/host_kernels.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/host_kernels.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

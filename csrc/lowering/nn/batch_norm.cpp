@@ -3,7 +3,7 @@
 // arguments written in its schema, so the rule writes them explicitly (OpContext::update_arg).
 #include <c10/core/ScalarType.h>
 
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

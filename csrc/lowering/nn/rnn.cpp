@@ -14,8 +14,8 @@
 // output shapes (the workspace is this backend's own layout, read only by the backward above).
 #include <ATen/core/Tensor.h>
 
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

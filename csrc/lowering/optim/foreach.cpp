@@ -7,7 +7,7 @@
 
 #include <map>
 
-#include "lowering/op_context.h"
+#include "lowering/table.h"
 
 namespace torch_tpu {
 namespace {
@@ -172,8 +172,6 @@ void add_family(std::vector<LoweringRow>& rows, const std::string& family,
 
 }  // namespace
 
-void add_fused_optimizer_rules(std::vector<LoweringRow>& rows);
-
 void add_foreach_rules(std::vector<LoweringRow>& rows) {
   add_family(rows, "_foreach_add", {{"List", "add.Tensor"}, {"Tensor", "add.Tensor"}, {"Scalar", "add.Scalar"},
                                      {"ScalarList", "add.Scalar"}});
@@ -204,7 +202,6 @@ void add_foreach_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"_foreach_norm.Scalar"},
                   foreach_rule("linalg_vector_norm", {ArgFrom{0, {}}, ArgFrom{1, {}}, ArgFrom{-1, c10::IValue()},
                                                       ArgFrom{-1, c10::IValue(false)}, ArgFrom{2, {}}})});
-  add_fused_optimizer_rules(rows);
 }
 
 }  // namespace torch_tpu

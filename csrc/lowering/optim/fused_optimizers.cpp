@@ -1,7 +1,7 @@
 // Fused optimizer steps (_fused_adam_, _fused_adamw_, _fused_sgd_): every parameter of the call in one program.
 // Hyper-parameters are one runtime vector, so learning-rate schedules and step counts never recompile; state_steps
 // stay on the device. Reduced-precision parameters update in float32 and round once (PyTorch's opmath).
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {

@@ -2,8 +2,8 @@
 // Rules reduce over the normalised dims; the kernel reshapes to PyTorch's (keepdim) result shape.
 #include <cmath>
 
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 namespace {
@@ -345,10 +345,7 @@ V hash_tensor_rule(OpContext& c) {
 
 }  // namespace
 
-void add_scan_rules(Rows& rows);  // scans.cpp
-
 void add_reduction_rules(Rows& rows) {
-  add_scan_rules(rows);
   rows.push_back({{"sum", "sum.dim_IntList", "sum.IntList_out"}, sum_rule});
   rows.push_back({{"mean"}, mean_rule, mean_dtype_check(1)});
   rows.push_back({{"mean.dim", "mean.out"}, mean_rule, mean_dtype_check(3)});

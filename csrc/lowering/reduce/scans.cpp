@@ -2,10 +2,10 @@
 // count_nonzero, nansum and aminmax. Float16/bfloat16 accumulate in float32 and round once.
 #include <cmath>
 
-#include "lowering/hlo_math.h"
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
 
 namespace torch_tpu {
 namespace {

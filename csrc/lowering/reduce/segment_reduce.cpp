@@ -4,10 +4,10 @@
 // prefix-summed), so nothing is read on the host. Half types compute in float32.
 #include <limits>
 
-#include "lowering/hlo_math.h"
-#include "lowering/numerics.h"
-#include "lowering/op_context.h"
-#include "lowering/scatter_rows.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/lib/numerics.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/scatter_rows.h"
 
 namespace torch_tpu {
 namespace {

@@ -1,11 +1,12 @@
-// Pieces shared by the rule files of torch.special's remaining functions (special_more.cpp, special_more2.cpp).
+// Pieces the torch.special rule files share: Cephes' polynomial and Chebyshev evaluators and its modified Bessel I0/I1
+// tables (cephes.cpp), the masked while loop, the dtype check.
 #pragma once
 
 #include <functional>
 #include <utility>
 #include <vector>
 
-#include "lowering/op_context.h"
+#include "lowering/lib/op_context.h"
 
 namespace torch_tpu {
 
@@ -13,6 +14,9 @@ namespace torch_tpu {
 Value horner(HloBuilder& b, const Value& z, const std::vector<double>& c);
 // Cephes' chbevl: the Chebyshev series `c` (highest order first) at y, 0.5 (b0 - b2).
 Value clenshaw(HloBuilder& b, const Value& y, const std::vector<double>& c);
+// Cephes' Chebyshev coefficients of exp(-x) I0(x) and exp(-x) I1(x): on [0, 8] in x / 2 - 2 (Small) and on (8, inf)
+// in 32 / x - 2 (Large, times sqrt(x)).
+extern const std::vector<double> kCephesI0Small, kCephesI0Large, kCephesI1Small, kCephesI1Large;
 
 // One step of masked_while: from the iteration number (0-based, s64 scalar), the state and the running mask, the
 // next state and where another step is needed afterwards.
@@ -26,9 +30,5 @@ std::vector<Value> masked_while(HloBuilder& b, const std::vector<Value>& state, 
 // PyTorch's CPU kernels for these ops exist for float32/float64 only (integer inputs promote to float32).
 void require_f32_f64(OpContext& c, const char* name);
 
-void add_polynomial_rules(std::vector<LoweringRow>& rows);  // special_more.cpp
-void add_bessel_rules(std::vector<LoweringRow>& rows);      // special_more.cpp
-void add_igamma_rules(std::vector<LoweringRow>& rows);        // special_igamma.cpp
-void add_special_more2_rules(std::vector<LoweringRow>& rows);  // special_more2.cpp: erfcx, log_ndtr, ndtri, zeta
 
 }  // namespace torch_tpu

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "lowering/hlo_math.h"
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
-#include "lowering/special_more.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
+#include "lowering/special/cephes.h"
 
 namespace torch_tpu {
 namespace {
@@ -426,7 +426,7 @@ V zeta_rule(OpContext& c) {
 
 }  // namespace
 
-void add_special_more2_rules(std::vector<LoweringRow>& rows) {
+void add_erfcx_ndtri_zeta_rules(std::vector<LoweringRow>& rows) {
   rows.push_back({{"special_erfcx", "special_erfcx.out"}, unary_rule("erfcx", erfcx)});
   rows.push_back({{"special_log_ndtr", "special_log_ndtr.out"}, unary_rule("log_ndtr", log_ndtr)});
   rows.push_back({{"special_ndtri", "special_ndtri.out"}, unary_rule("ndtri", ndtri)});

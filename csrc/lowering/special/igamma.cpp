@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "lowering/hlo_math.h"
-#include "lowering/op_context.h"
-#include "lowering/rule_helpers.h"
-#include "lowering/special_more.h"
+#include "lowering/lib/hlo_math.h"
+#include "lowering/lib/op_context.h"
+#include "lowering/lib/rule_helpers.h"
+#include "lowering/special/cephes.h"
 
 namespace torch_tpu {
 namespace {
