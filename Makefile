@@ -20,7 +20,7 @@ demo: build
 
 test: build
 	$(VENV)/bin/ruff check .
-	$(PY) tools/lint_pure_rules.py
+	$(PY) tools/lint_pure_rules.py  # pure rules, and exec/ below the dispatcher
 	$(BUILD)/core_test "$$($(PY) -c 'from torch_tpu.runtime import default_plugin_path as p; print(p())')"
 	$(PY) -m pytest -q -n $(JOBS) tests --ignore=tests/distributed
 	$(PY) -m pytest -q tests/distributed
@@ -34,7 +34,7 @@ build: $(DEPS) .ccache-checked
 lint: $(DEPS)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) tools/lint_pure_rules.py
+	$(PY) tools/lint_pure_rules.py  # pure rules, and exec/ below the dispatcher
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -1,5 +1,6 @@
-"""Checks that the lowering rules are pure (docs/design.md, "Rules are pure"): nothing under csrc/lowering/ calls
-the dispatcher, reads a device value or registers kernels. Preparation that needs the host lives in csrc/backend/.
+"""Checks the layering rules the dispatcher could break: nothing under csrc/lowering/ calls the dispatcher, reads a
+device value or registers kernels (the rules are pure; preparation that needs the host lives in csrc/backend/), and
+nothing under csrc/exec/ re-enters the dispatcher or reaches backend/ (it allocates through the installed allocator).
 
 Exits 1 and prints each offending line. Run by `make lint` and `make test`.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LOWERING = ROOT / "csrc" / "lowering"
+EXEC = ROOT / "csrc" / "exec"
 
 # What a pure rule never does, each with the reason printed for a hit.
 FORBIDDEN: list[tuple[re.Pattern[str], str]] = [
@@ -29,17 +31,33 @@ FORBIDDEN: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-def offending_lines() -> list[str]:
+# What exec/ never does (it sits below backend/ and must not come back up through the dispatcher).
+EXEC_FORBIDDEN: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\.item\s*[<(]|\.(to|cpu|zero_|copy_|clone)\s*\("), "a tensor method call dispatches an op"),
+    (re.compile(r"\bat::(empty|zeros|ones|full|tensor|eye|arange|cat|stack)\w*\s*\("), "an ATen factory dispatches"),
+    (
+        re.compile(r"c10::GetAllocator|c10::DeviceGuard|TORCH_LIBRARY"),
+        "allocation and guards come from the installed allocator",
+    ),
+    (re.compile(r"#include\s+[<\"](ATen/ATen\.h|backend/)"), "exec/ includes neither the dispatching API nor backend/"),
+]
+
+
+def scan(folder: Path, forbidden: list[tuple[re.Pattern[str], str]]) -> list[str]:
     hits = []
-    for path in sorted(LOWERING.rglob("*")):
+    for path in sorted(folder.rglob("*")):
         if path.suffix not in (".cpp", ".h"):
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            code = line.split("//", 1)[0]
-            for pattern, why in FORBIDDEN:
+            code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', line).split("//", 1)[0]  # code only: no strings, no comments
+            for pattern, why in forbidden:
                 if pattern.search(code):
                     hits.append(f"{path.relative_to(ROOT)}:{number}: {why}\n    {line.strip()}")
     return hits
+
+
+def offending_lines() -> list[str]:
+    return scan(LOWERING, FORBIDDEN) + scan(EXEC, EXEC_FORBIDDEN)
 
 
 def main() -> int:
@@ -47,7 +65,7 @@ def main() -> int:
     for hit in hits:
         print(hit)
     if hits:
-        print(f"{len(hits)} impure line(s) under csrc/lowering/")
+        print(f"{len(hits)} line(s) break the layering rules")
         return 1
     return 0
 
