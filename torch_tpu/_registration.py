@@ -18,6 +18,7 @@ def _register_device_module() -> None:
     existing = getattr(torch, "tpu", None)
     if existing is None:
         torch._register_device_module("tpu", device_module)
+        device_module.__class__ = device_module.TpuModule  # torch.tpu.eager_mode is a property
         return
     if existing is device_module:
         return
@@ -27,6 +28,7 @@ def _register_device_module() -> None:
             if not name.startswith("__"):
                 setattr(existing, name, getattr(device_module, name))
         sys.modules["torch.tpu"] = existing
+        existing.__class__ = device_module.TpuModule
 
 
 def register() -> None:

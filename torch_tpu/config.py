@@ -18,6 +18,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TORCH_TPU_PJRT_PLUGIN", "path to a PJRT plugin .so (libtpu.so, XLA-CUDA, ...)", "the XLA-CPU wheel"),
     Variable("TPU_VISIBLE_CHIPS", "comma-separated device indices this process may use", "all"),
     Variable("TORCH_TPU_EAGER_MODE", "debug (wait after every op) / strict (one program per op) / fused", "fused"),
+    Variable(
+        "TORCH_TPU_DEFER_AND_FUSE",
+        "TorchTPU's switch: 1 = fused, 0 = strict (when TORCH_TPU_EAGER_MODE is unset)",
+        "unset",
+    ),
+    Variable("TORCH_TPU_LAUNCH_BLOCKING", "TorchTPU's switch: 1 = debug (wait after every op)", "unset"),
     Variable("TORCH_TPU_FALLBACK", "what an op without a lowering does: error / warn / silent", "warn"),
     Variable("TORCH_TPU_CACHE_DIR", "directory of the persistent compile cache; off disables it", "~/.cache/torch_tpu"),
     Variable("TORCH_TPU_CPU_DEVICES", "devices the XLA-CPU plugin exposes", "2 (LOCAL_WORLD_SIZE if larger)"),
@@ -124,7 +130,9 @@ def _flag(raw: str) -> bool:
 def load(env: dict[str, str] | None = None) -> Config:
     """Reads the configuration from `env` (default: os.environ)."""
     e = os.environ if env is None else env
-    eager_mode = _choice("TORCH_TPU_EAGER_MODE", e.get("TORCH_TPU_EAGER_MODE", "fused"), EAGER_MODES)
+    eager_mode = _eager_mode(
+        e.get("TORCH_TPU_EAGER_MODE"), e.get("TORCH_TPU_DEFER_AND_FUSE"), e.get("TORCH_TPU_LAUNCH_BLOCKING")
+    )
     return Config(
         pjrt_plugin=e.get("TORCH_TPU_PJRT_PLUGIN") or None,
         visible_chips=_visible_chips(e.get("TPU_VISIBLE_CHIPS")),
@@ -144,6 +152,25 @@ def load(env: dict[str, str] | None = None) -> Config:
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
         keep_host_heap=_keep_host_heap(e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), eager_mode),
     )
+
+
+def _eager_mode(mode: str | None, defer_and_fuse: str | None, launch_blocking: str | None) -> str:
+    """TORCH_TPU_EAGER_MODE, or TorchTPU's switches (LAUNCH_BLOCKING=1: debug; DEFER_AND_FUSE=1/0: fused/strict);
+    when both are set they must agree."""
+    anchor = None
+    if launch_blocking is not None and _flag(launch_blocking):
+        anchor = "debug"
+    elif defer_and_fuse is not None and defer_and_fuse.strip() != "":
+        anchor = "fused" if _flag(defer_and_fuse) else "strict"
+    if mode is None or mode.strip() == "":
+        return anchor or "fused"
+    chosen = _choice("TORCH_TPU_EAGER_MODE", mode, EAGER_MODES)
+    if anchor is not None and anchor != chosen:
+        raise ValueError(
+            f"TORCH_TPU_EAGER_MODE={mode!r} and TorchTPU's TORCH_TPU_DEFER_AND_FUSE/TORCH_TPU_LAUNCH_BLOCKING "
+            f"(which ask for {anchor!r}) disagree: set one of them"
+        )
+    return chosen
 
 
 def _keep_host_heap(raw: str, eager_mode: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -315,3 +316,44 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.bfloat16, torch.float16]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# TorchTPU's names under torch.tpu (the anchor's public table: docs/anchor_api.md)
+
+
+def device_of(obj: Any) -> contextlib.AbstractContextManager[None]:
+    """Runs the block on the tpu device `obj` (a tensor) is on; a no-op for a CPU tensor, as torch.cuda.device_of."""
+    if isinstance(obj, torch.Tensor) and obj.device.type == "tpu":
+        return device(obj.device.index)
+    return contextlib.nullcontext()
+
+
+def _execution_mode() -> Any:
+    from torch_tpu._internal import execution_mode
+
+    return execution_mode
+
+
+def set_eager_mode(mode: Any) -> Any:
+    """TorchTPU's set_eager_mode: sets the mode now; `with` restores the previous one at the block's end."""
+    return _execution_mode().set_eager_mode(mode)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EagerMode":  # imported on first use: the enum's module needs the extension loaded
+        return _execution_mode().EagerMode
+    raise AttributeError(f"module 'torch.tpu' has no attribute {name!r}")
+
+
+class TpuModule(types.ModuleType):
+    """torch.tpu's module type: `torch.tpu.eager_mode` is a property (TorchTPU's), read and set like the module
+    property of torch_tpu._internal.execution_mode."""
+
+    @property
+    def eager_mode(self) -> Any:
+        return _execution_mode().eager_mode
+
+    @eager_mode.setter
+    def eager_mode(self, mode: Any) -> None:
+        _execution_mode().set_eager_mode(mode)

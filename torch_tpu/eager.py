@@ -16,8 +16,6 @@ the optimizer's ops.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -26,26 +24,42 @@ from torch_tpu import _C
 from torch_tpu.config import EAGER_MODES
 
 
-def set_eager_mode(mode: str) -> None:
-    """Switches every device to `mode` (``debug``, ``strict`` or ``fused``); recorded ops run first."""
-    if mode not in EAGER_MODES:
-        raise ValueError(f"eager mode must be one of {', '.join(EAGER_MODES)}, not {mode!r}")
-    _C._set_eager_mode(mode)
+class ModeSwitch:
+    """What `set_eager_mode` returns: the mode is set already; used with `with`, the block's end restores the mode
+    that was set before (TorchTPU's `set_eager_mode` is such a context manager, torch_tpu's was a plain setter: both
+    uses work)."""
+
+    def __init__(self, mode: str) -> None:
+        if mode not in EAGER_MODES:
+            raise ValueError(f"eager mode must be one of {', '.join(EAGER_MODES)}, not {mode!r}")
+        self.previous = get_eager_mode()
+        self.mode = mode
+        _C._set_eager_mode(mode)
+
+    def __enter__(self) -> ModeSwitch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _C._set_eager_mode(self.previous)
+
+    def __repr__(self) -> str:
+        return f"ModeSwitch({self.mode!r}, previous={self.previous!r})"
+
+
+def set_eager_mode(mode: str) -> ModeSwitch:
+    """Switches every device to `mode` (``debug``, ``strict`` or ``fused``) now, running what was recorded first;
+    `with set_eager_mode(...)` restores the previous mode at the end of the block."""
+    return ModeSwitch(mode)
 
 
 def get_eager_mode() -> str:
     return str(_C._get_eager_mode())
 
 
-@contextlib.contextmanager
-def eager_mode(mode: str) -> Iterator[None]:
-    """Runs the block in `mode`, then restores the previous mode (running whatever the block left recorded)."""
-    previous = get_eager_mode()
-    set_eager_mode(mode)
-    try:
-        yield
-    finally:
-        set_eager_mode(previous)
+def eager_mode(mode: str) -> ModeSwitch:
+    """`with torch_tpu.eager_mode("strict"): ...` runs the block in `mode`, then restores the previous mode (the
+    same object as set_eager_mode's)."""
+    return ModeSwitch(mode)
 
 
 def flush() -> None:

@@ -67,6 +67,7 @@ std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::kWarn)};
 }  // namespace
 
 void set_fallback_policy(FallbackPolicy policy) { g_policy = static_cast<int>(policy); }
+FallbackPolicy fallback_policy() { return static_cast<FallbackPolicy>(g_policy.load()); }
 
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();

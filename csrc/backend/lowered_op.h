@@ -70,6 +70,7 @@ std::map<std::string, int64_t> host_op_counts();
 
 enum class FallbackPolicy { kError = 0, kWarn = 1, kSilent = 2 };
 void set_fallback_policy(FallbackPolicy policy);
+FallbackPolicy fallback_policy();
 std::map<std::string, int64_t> fallback_counts();
 std::map<std::string, int64_t> lowered_counts();
 void reset_op_counts();

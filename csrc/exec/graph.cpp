@@ -297,7 +297,7 @@ void run_recording(int device, Recording& rec) {
       key += ':';
       key += std::to_string(buffers[i]->element_count());
       // Donatable when only the storage holds its buffer (and the local copy just taken).
-      if (s.written && alive[i] && buffers[i].use_count() == 2) {
+      if (s.written && alive[i] && buffers[i].use_count() == 2 && inplace_donation()) {
         donatable.insert(s.data);
         key += '*';
       }
@@ -503,6 +503,51 @@ bool end_capture(int device, uint64_t token, const std::function<void(Recording&
   }
   reset_membership(rec);
   return true;
+}
+
+std::string pending_program_text(int device) {
+  OpenGraph& g = graph_of(device);
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  if (g.program) return g.program->program_text();
+  if (g.recording.empty()) return "";
+  // A scratch program over the same storages: it marks and unmarks their membership, so the marks the recording
+  // set are saved and put back.
+  std::vector<int> marks;
+  for (const Slot& s : g.recording.slots) marks.push_back(s.data != nullptr ? s.data->membership() : DeviceData::kNone);
+  std::string text;
+  {
+    TensorProgram scratch(device, /*open_graph=*/true);
+    for (size_t i = 0; i < g.recording.ops.size(); ++i) lower_op(scratch, g.recording.ops[i], static_cast<int>(i));
+    text = scratch.program_text();
+  }
+  for (size_t i = 0; i < marks.size(); ++i) {
+    if (g.recording.slots[i].data != nullptr) g.recording.slots[i].data->set_membership(marks[i]);
+  }
+  return text;
+}
+
+std::string pending_graph_dot(int device) {
+  OpenGraph& g = graph_of(device);
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  // Ops of a new structure are lowered as they come, into one program: then the ops are no longer told apart.
+  if (g.program) return "digraph pending {\n  n0 [label=\"program lowered as recorded\"];\n}\n";
+  if (g.recording.empty()) return "";
+  std::string dot = "digraph pending {\n";
+  std::unordered_map<int, size_t> writer;  // slot -> last op that wrote it
+  for (size_t i = 0; i < g.recording.ops.size(); ++i) {
+    const RecordedOp& op = g.recording.ops[i];
+    dot += "  n" + std::to_string(i) + " [label=\"" + op.structure.substr(0, op.structure.find('(')) + "\"];\n";
+    for (size_t t = 0; t < op.tensors.size(); ++t) {
+      auto slot = g.recording.slot_of.find(&device_data(op.tensors[t].storage()));
+      if (slot == g.recording.slot_of.end()) continue;
+      auto w = writer.find(slot->second);
+      if (!op.written[t] && w != writer.end() && w->second != i) {
+        dot += "  n" + std::to_string(w->second) + " -> n" + std::to_string(i) + ";\n";
+      }
+      if (op.written[t]) writer[slot->second] = i;
+    }
+  }
+  return dot + "}\n";
 }
 
 void set_graph_node_limit(int64_t nodes) { g_node_limit = std::max<int64_t>(nodes, 1); }

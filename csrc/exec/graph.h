@@ -50,6 +50,12 @@ void record_op(int device, RecordedOp op);
 // In fused mode the recorded ops before it are lowered first and the graph is not cached.
 void with_program(int device, const std::function<void(TensorProgram&)>& build);
 
+// Introspection of the device's open graph (fused mode), running nothing: the StableHLO text of the program it would
+// run now, and its recorded ops as a graphviz digraph (ops as nodes, an edge where one op reads what another
+// wrote). Empty strings when nothing is pending.
+std::string pending_program_text(int device);
+std::string pending_graph_dot(int device);
+
 // Runs the open graph of every device (before a mode switch, at exit of a fused region).
 void flush_all_devices();
 // Ops recorded into a fused graph before it runs on its own.

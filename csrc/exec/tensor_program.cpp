@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <tuple>
@@ -295,7 +296,8 @@ void TensorProgram::run(ProgramPlan* plan) {
     // argument list): an in-place update then reuses the buffer instead of copying the storage.
     bool same_type = s->buffer && s->buffer->element_type() == s->value.type.dtype &&
                      s->buffer->dims() == s->value.type.dims;
-    bool unshared = s->buffer.use_count() == 3 && (!donatable_ || donatable_->count(s->data) > 0);
+    bool unshared = inplace_donation() && s->buffer.use_count() == 3 &&
+                    (!donatable_ || donatable_->count(s->data) > 0);
     if (s->arg_index >= 0 && same_type && unshared) {
       b_.set_alias(static_cast<size_t>(s->arg_index), static_cast<int>(results.size()));
       donated.push_back(static_cast<size_t>(s->arg_index));
@@ -316,6 +318,23 @@ void TensorProgram::run(ProgramPlan* plan) {
   for (StorageSlot* s : targets) target_data.push_back(s->data);
   if (plan != nullptr) *plan = ProgramPlan{exe, sources_, target_data, reports, donated};
   execute_plan(device_, *exe, args_, donated, target_data, reports, donating, [this] { release_storages(); });
+}
+
+namespace {
+std::atomic<bool> g_inplace_donation{true};
+}  // namespace
+
+void set_inplace_donation(bool on) { g_inplace_donation.store(on); }
+bool inplace_donation() { return g_inplace_donation.load(); }
+
+std::string TensorProgram::program_text() const {
+  std::vector<Value> results;
+  for (const void* key : slot_order_) {
+    const StorageSlot& s = slots_.at(key);
+    if (s.written) results.push_back(s.value);
+  }
+  for (const auto& check : checks_) results.push_back(check.bad);
+  return b_.build(results);
 }
 
 void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr<Buffer>>& args,

@@ -104,6 +104,9 @@ class TensorProgram {
   // `plan` (optional) receives what a structural cache needs to run the same program again without lowering it.
   void run(ProgramPlan* plan = nullptr);
 
+  // The program's StableHLO text as run() would compile it (its writes, then its checks), without running it.
+  std::string program_text() const;
+
   // Donate exactly these storages' old buffers (decided by the caller before lowering), instead of deciding by
   // reference counts at run().
   void set_donatable(std::set<const void*> donatable) { donatable_ = std::move(donatable); }
@@ -151,6 +154,11 @@ class TensorProgram {
   std::map<const void*, StorageSlot> slots_;  // keyed by DeviceData
   std::vector<const void*> slot_order_;
 };
+
+// Whether in-place updates may donate a storage's old buffer to its new contents (TorchTPU's
+// disable_inplace_buffer_donation turns it off: every update then writes a new buffer). On by default.
+void set_inplace_donation(bool on);
+bool inplace_donation();
 
 // Uploads host tensor `src` (any layout; converted to `target`'s dtype and shape by the caller) into `target`.
 void copy_host_to_device(const at::Tensor& src_contiguous, const at::Tensor& target);

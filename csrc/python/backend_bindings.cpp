@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "backend/generator.h"
 #include "exec/state.h"
@@ -10,6 +11,8 @@
 #include "backend/lowered_op.h"
 #include "backend/registry.h"
 #include "exec/graph.h"
+#include "exec/tensor_program.h"
+#include "lowering/lib/views.h"
 #include "exec/sync.h"
 #include "lowering/lib/host_kernels.h"
 #include "lowering/lib/op_context.h"
@@ -75,6 +78,14 @@ void bind_backend(py::module_& m) {
         [](int d) { tpu_allocator().resetAccumulatedStats(static_cast<c10::DeviceIndex>(d)); });
   m.def("_mem_get_info", [](int d) { return tpu_allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(d)); });
   m.def("_device_capacity", &TpuAllocator::device_capacity);
+  m.def("_get_fallback_policy", []() -> std::string {
+    switch (fallback_policy()) {
+      case FallbackPolicy::kError: return "error";
+      case FallbackPolicy::kWarn: return "warn";
+      case FallbackPolicy::kSilent: return "silent";
+    }
+    return "warn";
+  });
   m.def("_set_fallback_policy", [](const std::string& policy) {
     if (policy == "error") {
       set_fallback_policy(FallbackPolicy::kError);
@@ -105,6 +116,24 @@ void bind_backend(py::module_& m) {
     return "debug";
   });
   m.def("_flush", &flush_all_devices, py::call_guard<py::gil_scoped_release>());
+  // TorchTPU's sync/introspection module (torch_tpu/_internal/sync.py) and its execution-mode switches.
+  m.def("_pending_program_text", &pending_program_text, py::call_guard<py::gil_scoped_release>());
+  m.def("_pending_graph_dot", &pending_graph_dot, py::call_guard<py::gil_scoped_release>());
+  m.def("_is_pending", [](const at::Tensor& t) {
+    return device_data(t.storage()).membership() == DeviceData::kWritten;
+  });
+  m.def("_is_in_flight", [](const at::Tensor& t) {
+    std::shared_ptr<Buffer> buffer = device_data(t.storage()).raw_buffer();
+    return buffer != nullptr && !buffer->ready_event().is_ready();
+  });
+  m.def("_view_program_text", [](const at::Tensor& t) {  // the program that reads view `t` out of its storage
+    HloBuilder b;
+    ElementType dtype = element_type_of(t.scalar_type());
+    Value storage = b.arg(TensorType{dtype, {static_cast<int64_t>(t.storage().nbytes()) / element_size(dtype)}});
+    return b.build({read_view(b, storage, ViewSpec{t.sizes().vec(), t.strides().vec(), t.storage_offset()})});
+  });
+  m.def("_set_inplace_donation", &set_inplace_donation);
+  m.def("_inplace_donation", &inplace_donation);
   m.def("_release_finished", &release_all_finished, py::call_guard<py::gil_scoped_release>());
   m.def("_set_graph_node_limit", &set_graph_node_limit);
   m.def("_host_sync_counts", &host_sync_counts);
