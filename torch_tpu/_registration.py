@@ -9,6 +9,7 @@ import types
 import torch
 
 from torch_tpu import _C, _dlpack, _op_policies, config, device_module, runtime
+from torch_tpu._internal import public
 
 _lock = threading.Lock()
 _done = False
@@ -19,6 +20,7 @@ def _register_device_module() -> None:
     if existing is None:
         torch._register_device_module("tpu", device_module)
         device_module.__class__ = device_module.TpuModule  # torch.tpu.eager_mode is a property
+        public.install(device_module)
         return
     if existing is device_module:
         return
@@ -29,6 +31,7 @@ def _register_device_module() -> None:
                 setattr(existing, name, getattr(device_module, name))
         sys.modules["torch.tpu"] = existing
         existing.__class__ = device_module.TpuModule
+        public.install(existing)
 
 
 def register() -> None:
