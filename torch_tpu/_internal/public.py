@@ -57,7 +57,10 @@ class _Submodule(types.ModuleType):
 
 def _forwarding_property(name: str) -> property:
     def get(module: _Submodule) -> Any:
-        return getattr(module._impl(), name)
+        try:
+            return getattr(module._impl(), name)
+        except ModuleNotFoundError as e:
+            raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}") from e
 
     def set_(module: _Submodule, value: Any) -> None:
         getattr(module._impl(), f"set_{name}")(value)
