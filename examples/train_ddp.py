@@ -33,12 +33,16 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32, help="per rank")
     parser.add_argument("--samples", type=int, default=2048)
+    parser.add_argument("--backend", default=None, help="init_process_group's backend (default: PyTorch's choice)")
     parser.add_argument("--accumulate", type=int, default=2, help="micro-batches per optimizer step (no_sync)")
     args = parser.parse_args()
 
-    # "cpu:gloo" serves collectives on CPU tensors (object collectives, metrics); tpu tensors go to tpu_dist.
-    # init_process_group() with no backend would pick tpu_dist for tpu tensors only.
-    dist.init_process_group("cpu:gloo,tpu:tpu_dist")
+    # With no backend, PyTorch picks the accelerator's: tpu_dist, for tpu tensors (as NCCL for CUDA). Pass
+    # --backend cpu:gloo,tpu:tpu_dist to also run collectives on CPU tensors.
+    if args.backend:
+        dist.init_process_group(args.backend)
+    else:
+        dist.init_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("tpu", torch.tpu.current_device())  # chosen from LOCAL_RANK by torch_tpu
 

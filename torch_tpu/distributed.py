@@ -13,6 +13,7 @@ visible devices (``TPU_VISIBLE_CHIPS``), wrapping around when there are fewer de
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import socket
 import uuid
@@ -24,6 +25,7 @@ import torch
 from torch_tpu import _C, config
 
 BACKEND_NAME = "tpu_dist"
+ALIASES = ("tpu",)  # TorchTPU's second name for the same backend: init_process_group("tpu")
 _STORE_PREFIX = "tpu_dist/"
 
 
@@ -97,7 +99,52 @@ def register() -> bool:
         return False
     if not is_registered():
         dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["tpu"])
+        for alias in ALIASES:  # registered after tpu_dist, so tpu_dist stays tpu's default backend
+            dist.Backend.register_backend(alias, _create_backend, devices=["tpu"])
+        _keep_default_backend_findable()
     return True
+
+
+def _keep_default_backend_findable() -> None:
+    """Makes the group's default backend one it holds, for groups that use tpu_dist.
+
+    `init_process_group()` with no backend (and a "cpu:gloo,tpu:tpu_dist" string) builds a group whose backends are
+    the accelerator's (tpu_dist) and maybe Gloo for CPU, but torch marks Gloo as its default backend unless NCCL is
+    among them (or leaves none marked); DDP then asks the group for its default backend's name and fails with "Could
+    not find backend type 1". torch has no hook for a third-party accelerator here, so torch_tpu wraps the helper
+    every group is created by and, when the default it marked is absent, marks the tpu backend (a CUSTOM backend)
+    as the default, as torch marks NCCL for CUDA.
+    """
+    from torch.distributed import distributed_c10d as c10d
+
+    helper = c10d._new_process_group_helper
+    if getattr(helper, "__torch_tpu_wrapped__", False):
+        return
+
+    @functools.wraps(helper)
+    def new_process_group_helper(*args: Any, **kwargs: Any) -> Any:
+        result = helper(*args, **kwargs)
+        group = result[0] if isinstance(result, tuple) else result
+        if isinstance(group, c10d.ProcessGroup) and _default_backend_absent(group, c10d):
+            group._set_default_backend(c10d.ProcessGroup.BackendType.CUSTOM)
+        return result
+
+    new_process_group_helper.__torch_tpu_wrapped__ = True  # type: ignore[attr-defined]
+    c10d._new_process_group_helper = new_process_group_helper
+
+
+def _default_backend_absent(group: Any, c10d: Any) -> bool:
+    """Whether `group` (one with a tpu backend) marks as default a backend it does not hold: none, or Gloo when no
+    device of the group runs on Gloo."""
+    devices = group._device_types
+    if "tpu" not in {d.type for d in devices}:
+        return False
+    name = group._get_backend_name()
+    if name == "undefined":
+        return True
+    if name == "gloo":
+        return not any(isinstance(group._get_backend(d), c10d.ProcessGroupGloo) for d in devices)
+    return False
 
 
 def device_for_local_rank(local_rank: int, device_count: int) -> int:

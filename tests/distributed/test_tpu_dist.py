@@ -24,6 +24,7 @@ def test_registered_for_tpu() -> None:
     assert dist.Backend.TPU_DIST == "tpu_dist"
     assert dist.get_default_backend_for_device("tpu") == "tpu_dist"
     assert dist.Backend.backend_capability["tpu_dist"] == ["tpu"]
+    assert dist.Backend.backend_capability["tpu"] == ["tpu"]  # TorchTPU's name for the same backend
 
 
 def test_config_local_rank_and_device_choice() -> None:
@@ -122,16 +123,23 @@ def test_lost_peer_raises_within_timeout(mode: str) -> None:
     assert "raised" in results[0].stdout, results[0].describe()
 
 
-def test_ddp_equals_single_process_full_batch() -> None:
-    assert_all_ok(launch("ddp", 2))
+# How a script joins the group: PyTorch's documented default (no backend), the explicit pair, TorchTPU's name.
+BACKENDS = ["default", "cpu:gloo,tpu:tpu_dist", "tpu"]
 
 
-def test_fsdp2_equals_unsharded() -> None:
-    assert_all_ok(launch("fsdp2", 2))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ddp_equals_single_process_full_batch(backend: str) -> None:
+    assert_all_ok(launch("ddp", 2, env={"CASE_BACKEND": backend}))
 
 
-def test_dtensor_on_1d_mesh() -> None:
-    assert_all_ok(launch("dtensor", 2))
+@pytest.mark.parametrize("backend", BACKENDS[:2])
+def test_fsdp2_equals_unsharded(backend: str) -> None:
+    assert_all_ok(launch("fsdp2", 2, env={"CASE_BACKEND": backend}))
+
+
+@pytest.mark.parametrize("backend", BACKENDS[:2])
+def test_dtensor_on_1d_mesh(backend: str) -> None:
+    assert_all_ok(launch("dtensor", 2, env={"CASE_BACKEND": backend}))
 
 
 def test_distributed_checkpoint_save_load(tmp_path) -> None:

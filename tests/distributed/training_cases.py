@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import os
 from collections.abc import Callable
 
 import torch
@@ -16,7 +17,13 @@ RTOL, ATOL = 1e-5, 1e-6
 
 
 def _init(timeout_s: float = 90.0) -> tuple[int, int, torch.device]:
-    dist.init_process_group("cpu:gloo,tpu:tpu_dist", timeout=datetime.timedelta(seconds=timeout_s))
+    """Joins the group the way CASE_BACKEND says: a backend string, or "default" for init_process_group() with none."""
+    backend = os.environ.get("CASE_BACKEND", "cpu:gloo,tpu:tpu_dist")
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if backend == "default":
+        dist.init_process_group(timeout=timeout)
+    else:
+        dist.init_process_group(backend, timeout=timeout)
     return dist.get_rank(), dist.get_world_size(), torch.device(TPU, torch.tpu.current_device())
 
 
