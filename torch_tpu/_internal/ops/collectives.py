@@ -25,6 +25,10 @@ _REDUCE_OPS: dict[str, Any] = {
 }
 _BITWISE = ("band", "bor", "bxor")
 
+# torch 2.13 renamed the single-tensor collectives (the old names warn); older torch has only the old ones.
+_all_gather_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+
 
 def group_or_world(group: dist.ProcessGroup | None) -> dist.ProcessGroup:
     """`group`, or the default group; ValueError when torch.distributed was not initialized."""
@@ -53,7 +57,7 @@ def all_gather_dim(
     d = _dim(input, dim, "all_gather_dim")
     front = input.detach().movedim(d, 0).contiguous()
     out = torch.empty((front.shape[0] * pg.size(), *front.shape[1:]), dtype=front.dtype, device=front.device)
-    dist.all_gather_into_tensor(out, front, group=pg)
+    _all_gather_single(out, front, group=pg)
     return out.movedim(0, d)
 
 
@@ -81,7 +85,7 @@ def reduce_scatter_dim(
     out = torch.empty((front.shape[0] // world, *front.shape[1:]), dtype=front.dtype, device=front.device)
     if reduce_op == "avg" and not (front.dtype.is_floating_point or front.dtype.is_complex):
         raise ValueError(f"reduce_scatter_dim: reduce_op 'avg' needs a floating dtype, got {front.dtype}")
-    dist.reduce_scatter_tensor(out, front, op=_REDUCE_OPS[reduce_op], group=pg)
+    _reduce_scatter_single(out, front, op=_REDUCE_OPS[reduce_op], group=pg)
     return out.movedim(0, d)
 
 
