@@ -329,6 +329,31 @@ def device_of(obj: Any) -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
+def topology_aware_mesh(
+    mesh_shape: tuple[int, ...],
+    *,
+    dcn_mesh_shape: tuple[int, ...] | None = None,
+    allow_split_physical_axes: bool = False,
+    contiguous_submeshes: bool = False,
+) -> torch.Tensor:
+    """TorchTPU's deprecated spelling of `torch.tpu.distributed.topology_aware_mesh` (same arguments and result)."""
+    import warnings
+
+    from torch_tpu._internal.distributed import mesh
+
+    warnings.warn(
+        "torch.tpu.topology_aware_mesh is deprecated: use torch.tpu.distributed.topology_aware_mesh",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return mesh.topology_aware_mesh(
+        mesh_shape,
+        dcn_mesh_shape=dcn_mesh_shape,
+        allow_split_physical_axes=allow_split_physical_axes,
+        contiguous_submeshes=contiguous_submeshes,
+    )
+
+
 def _execution_mode() -> Any:
     from torch_tpu._internal import execution_mode
 

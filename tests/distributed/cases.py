@@ -399,6 +399,11 @@ CASES: dict[str, Callable[..., None]] = {
 def main() -> None:
     name, args = sys.argv[1], sys.argv[2:]
     faulthandler.dump_traceback_later(float(os.environ.get("CASE_TRACEBACK_AFTER", "200")), exit=True)
+    if name.startswith("anchor_"):  # torch.tpu's TorchTPU-named collectives (tests/anchor/dist_cases.py)
+        from tests.anchor import dist_cases
+
+        dist_cases.CASES[name](*args)
+        return
     if name not in CASES:
         from tests.distributed import training_cases
 
