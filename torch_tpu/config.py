@@ -26,6 +26,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TORCH_TPU_LAUNCH_BLOCKING", "TorchTPU's switch: 1 = debug (wait after every op)", "unset"),
     Variable("TORCH_TPU_FALLBACK", "what an op without a lowering does: error / warn / silent", "warn"),
     Variable("TORCH_TPU_CACHE_DIR", "directory of the persistent compile cache; off disables it", "~/.cache/torch_tpu"),
+    Variable(
+        "TORCH_TPU_CACHE_MAX_BYTES",
+        "size bound of the persistent compile cache (K/M/G suffixes); least recently used entries go first; 0 = none",
+        "1G",
+    ),
     Variable("TORCH_TPU_CPU_DEVICES", "devices the XLA-CPU plugin exposes", "2 (LOCAL_WORLD_SIZE if larger)"),
     Variable("LOCAL_WORLD_SIZE", "(torchrun) processes on this host: at least that many XLA-CPU devices", "unset"),
     Variable("TORCH_TPU_DUMP_DIR", "write every compiled program's StableHLO text (program-<hash>.mlir) here", "unset"),
@@ -85,6 +90,7 @@ class Config:
     dist_check_shared_memory: bool = True  # ranks on one host compare through shared memory, not Gloo
     dist_cpu_zero_copy: bool = True
     program_cache: int = 256
+    cache_max_bytes: int = 1 << 30
     compile_replay: bool = True
     host_kernels: bool = False
     keep_host_heap: bool = True  # resolved: "auto" is on when the eager mode at start is fused
@@ -148,6 +154,9 @@ def load(env: dict[str, str] | None = None) -> Config:
         dist_cpu_zero_copy=_flag(e.get("TORCH_TPU_DIST_CPU_ZERO_COPY", "1")),
         dump_dir=os.path.expanduser(e["TORCH_TPU_DUMP_DIR"]) if e.get("TORCH_TPU_DUMP_DIR") else None,
         program_cache=_program_cache(e.get("TORCH_TPU_PROGRAM_CACHE")),
+        cache_max_bytes=_byte_size(
+            "TORCH_TPU_CACHE_MAX_BYTES", e.get("TORCH_TPU_CACHE_MAX_BYTES"), Config.cache_max_bytes
+        ),
         compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
         keep_host_heap=_keep_host_heap(e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), eager_mode),
@@ -188,6 +197,24 @@ def _program_cache(raw: str | None) -> int:
     if value < 0:
         raise ValueError(f"TORCH_TPU_PROGRAM_CACHE={raw!r} must be >= 0 (0 keeps every program)")
     return value
+
+
+def _byte_size(name: str, raw: str | None, default: int) -> int:
+    """A byte count: digits with an optional K, M, G or T suffix (powers of 1024)."""
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip().upper().removesuffix("B").removesuffix("I")
+    scale = 1
+    if text and text[-1] in "KMGT":
+        scale = 1 << (10 * ("KMGT".index(text[-1]) + 1))
+        text = text[:-1]
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a size (e.g. 1073741824, 512M, 2G)") from None
+    if value < 0:
+        raise ValueError(f"{name}={raw!r} must be >= 0 (0 means no bound)")
+    return int(value * scale)
 
 
 if __name__ == "__main__":

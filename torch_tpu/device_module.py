@@ -365,9 +365,47 @@ def set_eager_mode(mode: Any) -> Any:
     return _execution_mode().set_eager_mode(mode)
 
 
+def precision(mode: Any) -> contextlib.AbstractContextManager[None]:
+    """TorchTPU's precision(mode): the block's matrix products run at `mode` (torch_tpu/_internal/precision.py)."""
+    from torch_tpu._internal import precision as p
+
+    return p.precision(mode)
+
+
+def _get_cache_stats() -> Any:
+    """Compile-cache requests, hits and per-program stats (torch_tpu/_internal/compile_cache.py)."""
+    from torch_tpu._internal import compile_cache
+
+    return compile_cache.get_cache_stats()
+
+
+def _clear_cache() -> None:
+    """Drops the compiled programs from memory and the disk cache."""
+    from torch_tpu._internal import compile_cache
+
+    compile_cache.clear_cache()
+
+
+def _hbm_usage_summary() -> str:
+    """Device memory per tpu device, one line each (XLA-CPU's 'HBM' is host memory)."""
+    lines = []
+    for index in range(device_count()):
+        stats = memory_stats(index)
+        free, total = mem_get_info(index)
+        lines.append(
+            f"tpu:{index}: allocated {stats.get('allocated_bytes.all.current', 0)} B, "
+            f"peak {stats.get('allocated_bytes.all.peak', 0)} B, free {free} B of {total} B"
+        )
+    return "\n".join(lines)
+
+
 def __getattr__(name: str) -> Any:
     if name == "EagerMode":  # imported on first use: the enum's module needs the extension loaded
         return _execution_mode().EagerMode
+    if name == "Precision":
+        from torch_tpu._internal import precision as p
+
+        return p.Precision
     raise AttributeError(f"module 'torch.tpu' has no attribute {name!r}")
 
 
@@ -382,3 +420,15 @@ class TpuModule(types.ModuleType):
     @eager_mode.setter
     def eager_mode(self, mode: Any) -> None:
         _execution_mode().set_eager_mode(mode)
+
+    @property
+    def allow_excess_precision(self) -> bool:
+        from torch_tpu._internal import compile_cache
+
+        return compile_cache.allow_excess_precision()
+
+    @allow_excess_precision.setter
+    def allow_excess_precision(self, value: bool) -> None:
+        from torch_tpu._internal import compile_cache
+
+        compile_cache.set_allow_excess_precision(value)

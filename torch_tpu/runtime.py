@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,8 +96,12 @@ def _start() -> _Runtime:
             devices = [d for d in devices if d["index"] in cfg.visible_chips]
         cache = _C.CompileCache(client)
         cache.capacity = cfg.program_cache
+        cache.allow_excess_precision = _xla_flag_true("xla_allow_excess_precision")
         if cfg.cache_dir:
-            cache.set_directory(os.path.join(cfg.cache_dir, client.platform_name))
+            cache.disk_limit = cfg.cache_max_bytes
+            refused = cache.set_directory(os.path.join(cfg.cache_dir, client.platform_name))
+            if refused:  # its entries are native code: never run what another user could have written
+                warnings.warn(f"torch_tpu: compile cache on disk disabled: {refused}", stacklevel=2)
         if cfg.dump_dir:
             cache.set_dump_directory(cfg.dump_dir)
         return _Runtime(client=client, cache=cache, devices=devices, host_heap=host_heap)
@@ -105,6 +110,15 @@ def _start() -> _Runtime:
         + "\n  ".join(problems)
         + "\nFix: set TORCH_TPU_PJRT_PLUGIN to a valid PJRT plugin .so, or unset it to use the XLA-CPU wheel."
     )
+
+
+def _xla_flag_true(name: str) -> bool:
+    """Whether XLA_FLAGS sets the boolean flag `name` (--name, --name=true or --name=1)."""
+    for flag in os.environ.get("XLA_FLAGS", "").split():
+        key, _, value = flag.lstrip("-").partition("=")
+        if key == name:
+            return value.lower() in ("", "true", "1")
+    return False
 
 
 def get() -> _Runtime:

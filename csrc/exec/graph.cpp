@@ -273,7 +273,9 @@ void run_recording(int device, Recording& rec) {
            "the device memory of a storage the open graph reads was replaced before the graph ran");
     }
   }
-  std::string key = rec.key;
+  // The key: what is outside the ops (their products' precision, the compile options) and the recorded structure.
+  std::string key = std::to_string(static_cast<int>(rec.precision)) + ':' +
+                    std::to_string(backend_state().cache->options_fingerprint()) + ';' + rec.key;
   std::vector<std::shared_ptr<Buffer>> buffers(rec.slots.size());
   std::vector<bool> alive(rec.slots.size());
   std::set<const void*> donatable;
@@ -342,7 +344,7 @@ void run_recording(int device, Recording& rec) {
   bool facts_changed = false;
   ProgramPlan plan;
   {
-    TensorProgram program(device, /*open_graph=*/true);
+    TensorProgram program(device, /*open_graph=*/true, rec.precision);
     program.set_donatable(donatable);
     for (size_t i = 0; i < rec.ops.size(); ++i) lower_op(program, rec.ops[i], static_cast<int>(i), &facts_changed);
     for (size_t i = 0; i < rec.slots.size(); ++i) {
@@ -403,6 +405,7 @@ struct OpenGraph {
   int building = 0;  // ops being appended (nested dispatch counts): running the graph now would cut them in half
   uint64_t runs = 0;  // times the graph ran (a capture is valid only if none ran in between)
   int capturing = 0;  // captures in progress: no node limit
+  DotPrecision precision = DotPrecision::kHighest;  // of the products of the ops in it (start_or_continue)
 };
 
 std::array<OpenGraph, kMaxDevices>& graphs() {
@@ -420,13 +423,26 @@ std::atomic<int64_t> g_node_limit{4096};
 // Switches the open graph to lowering as ops come: what was recorded is lowered now, in order.
 TensorProgram& lowering_program(int device, OpenGraph& g) {
   if (g.program) return *g.program;
-  g.program = std::make_unique<TensorProgram>(device, /*open_graph=*/true);
+  g.program = std::make_unique<TensorProgram>(device, /*open_graph=*/true, g.precision);
   Recording recorded = std::move(g.recording);
   g.recording = Recording();
   reset_membership(recorded);  // the program marks what it reads and writes
   for (size_t i = 0; i < recorded.ops.size(); ++i) lower_op(*g.program, recorded.ops[i], g.lowered++);
   return *g.program;
   // `recorded` (its snapshots) dies here: storages only it held are forgotten by the program.
+}
+
+// Before an op joins the open graph: a graph's products share one precision, so a graph recorded under another
+// runs first; an empty graph takes the current one.
+void start_or_continue(int device, OpenGraph& g) {
+  if (g.building > 0) return;  // an op inside another op's recording joins that op's graph
+  DotPrecision now = current_dot_precision();
+  bool empty = !g.program && g.recording.empty();
+  if (!empty && g.precision != now) {
+    flush_device(device);
+    empty = true;
+  }
+  if (empty) g.precision = g.recording.precision = now;
 }
 
 void count_node(int device, OpenGraph& g) {
@@ -516,7 +532,7 @@ std::string pending_program_text(int device) {
   for (const Slot& s : g.recording.slots) marks.push_back(s.data != nullptr ? s.data->membership() : DeviceData::kNone);
   std::string text;
   {
-    TensorProgram scratch(device, /*open_graph=*/true);
+    TensorProgram scratch(device, /*open_graph=*/true, g.recording.precision);
     for (size_t i = 0; i < g.recording.ops.size(); ++i) lower_op(scratch, g.recording.ops[i], static_cast<int>(i));
     text = scratch.program_text();
   }
@@ -568,10 +584,12 @@ void record_op(int device, RecordedOp op) {
       return;
     }
     Recording rec;
+    rec.precision = current_dot_precision();
     rec.add(std::move(op), node_key, facts->updates_args, /*mark_membership=*/false);
     run_recording(device, rec);
     return;
   }
+  start_or_continue(device, g);
   ++g.building;
   try {
     if (known && !g.program) {
@@ -598,6 +616,7 @@ void with_program(int device, const std::function<void(TensorProgram&)>& build) 
   }
   OpenGraph& g = graph_of(device);
   std::lock_guard<std::recursive_mutex> lock(g.mu);
+  start_or_continue(device, g);
   ++g.building;
   try {
     build(lowering_program(device, g));

@@ -24,6 +24,7 @@ struct Slot {
 struct Recording {
   std::vector<RecordedOp> ops;
   std::string key;
+  DotPrecision precision = DotPrecision::kHighest;  // of its matrix products: the one current at its first op
   std::unordered_map<const void*, int> slot_of;
   std::vector<Slot> slots;
 

@@ -190,7 +190,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
 
   ProgramPlan plan;
   {
-    TensorProgram program(device, /*open_graph=*/true);
+    TensorProgram program(device, /*open_graph=*/true, rec.precision);
     program.set_donatable({});  // inputs keep their buffers: a replay's caller may hold them elsewhere
     for (size_t i = 0; i < rec.ops.size(); ++i) lower_op(program, rec.ops[i], static_cast<int>(i));
     for (size_t k = 0; k < rec.slots.size(); ++k) {
@@ -201,6 +201,8 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
 
   g->exe_ = plan.exe;
   g->checks_ = plan.checks;
+  g->precision_ = rec.precision;
+  g->options_ = backend_state().cache->options_fingerprint();
   for (const ArgSource& src : plan.sources) {
     int input = -1;
     std::shared_ptr<Buffer> fixed;
@@ -253,6 +255,9 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
 
 std::optional<std::vector<c10::IValue>> CapturedGraph::replay(const std::vector<c10::IValue>& inputs) const {
   if (inputs.size() != inputs_.size()) return std::nullopt;
+  if (current_dot_precision() != precision_ || backend_state().cache->options_fingerprint() != options_) {
+    return std::nullopt;
+  }
   std::lock_guard<std::recursive_mutex> writing(device_mutex(device_));  // its updates of inputs are atomic too
   std::vector<DeviceData*> data(inputs.size(), nullptr);
   std::unordered_set<const DeviceData*> storages;

@@ -69,6 +69,10 @@ class CapturedGraph {
   };
 
   int device_ = 0;
+  // What the program was built and compiled under: a replay under another precision or other compile options
+  // does not match (the call is captured again).
+  DotPrecision precision_ = DotPrecision::kHighest;
+  uint64_t options_ = 0;
   std::vector<Input> inputs_;
   std::vector<Output> outputs_;
   std::vector<int64_t> fresh_nbytes_;        // per new storage

@@ -1,7 +1,9 @@
 #include "exec/state.h"
 
+#include <ATen/Context.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "runtime/pjrt.h"
@@ -72,6 +74,45 @@ int current_device() noexcept { return t_current_device; }
 void set_current_device(int index) {
   check_device_index(index);
   t_current_device = index;
+}
+
+namespace {
+std::atomic<int> g_precision_override{-1};
+}  // namespace
+
+DotPrecision current_dot_precision() {
+  int o = g_precision_override.load(std::memory_order_relaxed);
+  if (o >= 0) return static_cast<DotPrecision>(o);
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST:
+      return DotPrecision::kHighest;
+    case at::Float32MatmulPrecision::HIGH:
+      return DotPrecision::kHigh;
+    case at::Float32MatmulPrecision::MEDIUM:
+      return DotPrecision::kDefault;
+  }
+  return DotPrecision::kHighest;
+}
+
+void set_dot_precision_override(int precision) {
+  if (precision < -1 || precision > 2) {
+    fail(ErrorCode::kInvalidArgument, "set_dot_precision_override", "precision must be DEFAULT, HIGH or HIGHEST");
+  }
+  g_precision_override.store(precision);
+}
+
+int dot_precision_override() { return g_precision_override.load(); }
+
+const char* dot_precision_name(DotPrecision p) {
+  switch (p) {
+    case DotPrecision::kDefault:
+      return "DEFAULT";
+    case DotPrecision::kHigh:
+      return "HIGH";
+    case DotPrecision::kHighest:
+      return "HIGHEST";
+  }
+  return "DEFAULT";
 }
 
 }  // namespace torch_tpu

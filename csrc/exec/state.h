@@ -30,4 +30,14 @@ void check_device_index(int index);
 int current_device() noexcept;
 void set_current_device(int index);
 
+// The precision of matrix products (dot_general, convolution) in the programs built from now on: TorchTPU's
+// torch.tpu.precision() when one is in effect, else PyTorch's float32 matmul precision (highest, high, medium map
+// to HIGHEST, HIGH, DEFAULT). On a TPU, DEFAULT multiplies float32 operands in one bfloat16 pass.
+enum class DotPrecision : int8_t { kDefault = 0, kHigh = 1, kHighest = 2 };
+DotPrecision current_dot_precision();
+// -1 clears TorchTPU's override (PyTorch's setting applies again).
+void set_dot_precision_override(int precision);
+int dot_precision_override();
+const char* dot_precision_name(DotPrecision p);
+
 }  // namespace torch_tpu

@@ -58,9 +58,11 @@ TensorProgram::StorageSlot& TensorProgram::slot(const at::Tensor& t) {
   return slots_.emplace(data, std::move(s)).first->second;
 }
 
-TensorProgram::TensorProgram(int device, bool open_graph) : device_(device), open_graph_(open_graph) {
+TensorProgram::TensorProgram(int device, bool open_graph, std::optional<DotPrecision> precision)
+    : device_(device), open_graph_(open_graph) {
   // The open graph's program is built under the graph's lock already.
   if (!open_graph_) device_lock_ = std::unique_lock<std::recursive_mutex>(device_mutex(device));
+  b_.set_dot_precision(dot_precision_name(precision.value_or(current_dot_precision())));
 }
 
 TensorProgram::~TensorProgram() { release_storages(); }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "exec/device_data.h"
+#include "exec/state.h"
 #include "hlo/builder.h"
 #include "lowering/lib/views.h"
 
@@ -71,7 +72,8 @@ class TensorProgram {
   // `open_graph`: the device's open graph in fused mode (exec/graph.h), whose storages are marked pending until it
   // runs; otherwise a program that runs at once.
   // A program of its own holds device_mutex() from here until it is destroyed.
-  explicit TensorProgram(int device, bool open_graph = false);
+  // `precision`: of its matrix products (exec/state.h); the current one when not given.
+  explicit TensorProgram(int device, bool open_graph = false, std::optional<DotPrecision> precision = std::nullopt);
   ~TensorProgram();
   TensorProgram(const TensorProgram&) = delete;
   TensorProgram& operator=(const TensorProgram&) = delete;

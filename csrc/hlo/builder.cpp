@@ -475,8 +475,14 @@ Value HloBuilder::dot_general(const Value& a, const Value& b, const std::vector<
   std::string attrs = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " + i64_list(lhs_batch) +
                       ", rhs_batching_dimensions = " + i64_list(rhs_batch) +
                       ", lhs_contracting_dimensions = " + i64_list(lhs_contract) +
-                      ", rhs_contracting_dimensions = " + i64_list(rhs_contract) + ">";
+                      ", rhs_contracting_dimensions = " + i64_list(rhs_contract) + ">" + precision_attr();
   return op1("stablehlo.dot_general", {a, b}, result, attrs);
+}
+
+std::string HloBuilder::precision_attr() const {
+  if (dot_precision_.empty()) return "";
+  std::string one = "#stablehlo<precision " + dot_precision_ + ">";
+  return ", precision_config = [" + one + ", " + one + "]";
 }
 
 Value HloBuilder::reduce(const Value& v, const Value& init, const std::vector<int64_t>& dims,

@@ -43,6 +43,11 @@ class HloBuilder {
  public:
   using RegionBody = std::function<std::vector<Value>(HloBuilder&, const std::vector<Value>& args)>;
 
+  // The precision_config of every dot_general and convolution emitted from now on ("DEFAULT", "HIGH", "HIGHEST"; ""
+  // emits none, which means DEFAULT). precision_attr() is the attribute text to append to such an op's attributes.
+  void set_dot_precision(std::string precision) { dot_precision_ = std::move(precision); }
+  std::string precision_attr() const;
+
   // Adds a parameter of @main. `alias_output` >= 0 donates it to that result (tf.aliasing_output).
   Value arg(const TensorType& type, int alias_output = -1);
 
@@ -112,6 +117,8 @@ class HloBuilder {
 
  private:
   std::string fresh();
+
+  std::string dot_precision_;
 
   // Reshapes and scalar broadcasts sink below elementwise ops (see builder.cpp): how a value of @main was made.
   struct Origin {

@@ -116,6 +116,11 @@ void bind_backend(py::module_& m) {
     return "debug";
   });
   m.def("_flush", &flush_all_devices, py::call_guard<py::gil_scoped_release>());
+  // Matrix-product precision (torch.tpu.precision): -1 = none (PyTorch's float32 matmul precision applies),
+  // 0/1/2 = DEFAULT/HIGH/HIGHEST.
+  m.def("_set_precision_override", &set_dot_precision_override);
+  m.def("_precision_override", &dot_precision_override);
+  m.def("_current_precision", []() { return std::string(dot_precision_name(current_dot_precision())); });
   // TorchTPU's sync/introspection module (torch_tpu/_internal/sync.py) and its execution-mode switches.
   m.def("_pending_program_text", &pending_program_text, py::call_guard<py::gil_scoped_release>());
   m.def("_pending_graph_dot", &pending_graph_dot, py::call_guard<py::gil_scoped_release>());

@@ -158,7 +158,62 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("directory", &CompileCache::directory)
       .def("__len__", &CompileCache::size)
       .def_property("capacity", &CompileCache::capacity, &CompileCache::set_capacity)
-      .def("clear", &CompileCache::clear);
+      .def("clear", &CompileCache::clear)
+      .def_property(
+          "allow_excess_precision", [](const CompileCache& c) { return !c.settings().exact_reduced_precision; },
+          [](CompileCache& c, bool allow) {
+            CompileSettings s = c.settings();
+            s.exact_reduced_precision = !allow;
+            c.set_settings(s);
+          })
+      .def_property(
+          "option_overrides",
+          [](const CompileCache& c) {
+            py::list out;
+            for (const auto& [name, value] : c.settings().overrides) {
+              py::object v = std::visit([](const auto& x) { return py::cast(x); }, value);
+              out.append(py::make_tuple(name, v));
+            }
+            return out;
+          },
+          [](CompileCache& c, const std::vector<std::pair<std::string, py::object>>& items) {
+            CompileSettings s = c.settings();
+            s.overrides.clear();
+            for (const auto& [name, v] : items) {
+              if (py::isinstance<py::bool_>(v)) {
+                s.overrides.emplace_back(name, v.cast<bool>());
+              } else if (py::isinstance<py::int_>(v)) {
+                s.overrides.emplace_back(name, v.cast<int64_t>());
+              } else if (py::isinstance<py::float_>(v)) {
+                s.overrides.emplace_back(name, v.cast<double>());
+              } else if (py::isinstance<py::str>(v)) {
+                s.overrides.emplace_back(name, v.cast<std::string>());
+              } else {
+                throw py::type_error("compiler option " + name + " must be a bool, int, float or str, not " +
+                                     std::string(py::str(v.get_type().attr("__name__"))));
+              }
+            }
+            c.set_settings(s);
+          })
+      .def("options_fingerprint", &CompileCache::options_fingerprint)
+      .def("entry_stats",
+           [](const CompileCache& c) {
+             py::list out;
+             for (const CacheEntryStats& e : c.entry_stats()) {
+               py::dict d;
+               d["label"] = e.label;
+               d["read_count"] = e.read_count;
+               d["compilation_duration"] = static_cast<double>(e.compile_ns) / 1e9;
+               d["from_disk"] = e.from_disk;
+               out.append(d);
+             }
+             return out;
+           })
+      .def_property(
+          "disk_limit", [](CompileCache& c) { return c.disk().limit(); },
+          [](CompileCache& c, uint64_t bytes) { c.disk().set_limit(bytes); })
+      .def("disk_bytes", [](CompileCache& c) { return c.disk().scan_bytes(); })
+      .def("clear_disk", [](CompileCache& c) { return c.disk().clear(); });
 
   m.def("compile_options_bytes", [](bool portable, py::object effort) {
     CompileSettings s;

@@ -1,75 +1,80 @@
-// Compile options (serialized xla.CompileOptionsProto) and the compile cache every execution mode shares.
+// The compile cache every execution mode shares: executables by program text and compile options, in memory
+// (bounded, least recently used dropped) and on disk (runtime/disk_cache.h).
 #pragma once
 
 #include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "runtime/client.h"
+#include "runtime/compile_options.h"
+#include "runtime/disk_cache.h"
 #include "runtime/executable.h"
 
 namespace torch_tpu {
 
-struct CompileSettings {
-  // Portable executables run on any addressable device chosen at execute time.
-  bool portable = true;
-  // ExecutableBuildOptions.exec_time_optimization_effort: negative trades run time for faster compiles.
-  std::optional<float> exec_time_optimization_effort;
-  // DebugOptions.xla_allow_excess_precision = false: every float16/bfloat16 value a program computes is rounded to
-  // its type, as PyTorch's kernels round each result. XLA's default keeps such intermediates in float32 and
-  // silently drops the roundings the lowering rules ask for (a bfloat16 op written to a float32 out=, the per-op
-  // rounding between the ops of one fused graph).
-  bool exact_reduced_precision = true;
+// What one in-memory entry has cost and served (torch.tpu._get_cache_stats()).
+struct CacheEntryStats {
+  std::string label;        // "tpu:<first ops>#<hash>", as profiles name the program
+  int64_t read_count = 0;   // requests it answered after the one that made it
+  int64_t compile_ns = 0;   // compile time (0 when it was loaded from disk)
+  bool from_disk = false;
 };
-
-// Protobuf bytes of a CompileOptionsProto with one replica and one partition (never empty: XLA-CPU aborts on that).
-std::string compile_options_bytes(const CompileSettings& settings);
-
-// 64-bit FNV-1a: a stable (cross-process) hash for program text.
-uint64_t stable_hash(const std::string& text);
 
 class CompileCache {
  public:
   CompileCache(std::shared_ptr<Client> client, CompileSettings settings);
 
-  // Returns the executable for `mlir`, compiling it (or loading it from the disk cache) on a miss.
+  // Returns the executable for `mlir` under the current settings, compiling it (or loading it from the disk cache)
+  // on a miss.
   std::shared_ptr<Executable> get_or_compile(const std::string& mlir);
 
-  // Persists compiled executables as files under `dir` (created if missing); empty disables the disk cache.
-  void set_directory(const std::string& dir);
-  const std::string& directory() const { return directory_; }
+  // The settings programs compile with from now on (the options are part of every key: programs compiled under
+  // other settings stay cached for when those come back).
+  void set_settings(const CompileSettings& settings);
+  CompileSettings settings() const;
+  // A stable hash of the current compile options: what a cache of compiled programs keyed elsewhere must include.
+  uint64_t options_fingerprint() const;
+
+  // Persists compiled executables under `dir` (created private if missing); empty disables the disk cache.
+  // Returns "" or why `dir` was refused (then the disk cache is off).
+  std::string set_directory(const std::string& dir);
+  std::string directory() const { return disk_.directory(); }
+  DiskCache& disk() { return disk_; }
   // Writes the StableHLO text of every program compiled (or loaded) from now on under `dir` (TORCH_TPU_DUMP_DIR).
   void set_dump_directory(const std::string& dir);
 
   size_t size() const;
   void clear();
+  std::vector<CacheEntryStats> entry_stats() const;
   // The most executables kept in memory; the least recently used beyond it are dropped (each loaded executable
   // maps code pages, and a process has a bounded number of mappings). 0 means no bound.
   void set_capacity(size_t entries);
   size_t capacity() const;
 
  private:
-  std::shared_ptr<Executable> load_from_disk(const std::string& key) const;
-  void store_to_disk(const std::string& key, const Executable& executable) const;
-  std::string disk_path(const std::string& key) const;
-
   std::shared_ptr<Client> client_;
-  std::string options_;
-  std::string key_prefix_;
-  std::string directory_;
-  std::string dump_directory_;
+  DiskCache disk_;
   mutable std::mutex mu_;
+  CompileSettings settings_;
+  std::string options_;     // compile_options_bytes(settings_)
+  std::string key_prefix_;  // plugin, platform version, options, flags from the environment
+  std::string dump_directory_;
   struct Entry {
     std::shared_ptr<Executable> executable;
     std::list<const std::string*>::iterator use;  // position in uses_
+    CacheEntryStats stats;
   };
   std::unordered_map<std::string, Entry> entries_;
   std::list<const std::string*> uses_;  // keys of entries_, most recently used first
   size_t capacity_ = 1024;
+
+  void set_settings_locked(const CompileSettings& settings);
+  void trim_locked();
 };
 
 }  // namespace torch_tpu

@@ -23,6 +23,8 @@ std::map<std::string, int64_t> RuntimeCounters::snapshot() const {
       {"cache_misses", cache_misses.load()},
       {"disk_cache_hits", disk_cache_hits.load()},
       {"cache_evictions", cache_evictions.load()},
+      {"disk_cache_evictions", disk_cache_evictions.load()},
+      {"disk_cache_refused", disk_cache_refused.load()},
       {"donations", donations.load()},
       {"writes_apart", writes_apart.load()},
       {"graphs_run", graphs_run.load()},

@@ -23,6 +23,8 @@ struct RuntimeCounters {
   std::atomic<int64_t> cache_misses{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> cache_evictions{0};  // executables dropped from the in-memory compile cache (LRU bound)
+  std::atomic<int64_t> disk_cache_evictions{0};  // files removed from the disk cache (its size bound)
+  std::atomic<int64_t> disk_cache_refused{0};    // disk entries not loaded: another owner, or writable by others
   std::atomic<int64_t> donations{0};  // executions that reused an input buffer for an output (in-place updates)
   std::atomic<int64_t> writes_apart{0};  // partial writes lowered as an elementwise select (their update reads other elements)
   std::atomic<int64_t> graph_cache_hits{0};    // graphs run from the structural cache: nothing lowered or printed

@@ -9,6 +9,7 @@ class _DeviceModule:
     """Static views of torch.tpu's functions, for callers that expect a class."""
 
     is_available = staticmethod(device_module.is_available)
+    is_initialized = staticmethod(device_module.is_initialized)
     device_count = staticmethod(device_module.device_count)
     current_device = staticmethod(device_module.current_device)
     set_device = staticmethod(device_module.set_device)
@@ -25,3 +26,6 @@ class _DeviceModule:
     get_amp_supported_dtype = staticmethod(device_module.get_amp_supported_dtype)
     Stream = device_module.Stream
     Event = device_module.Event
+
+
+DeviceModule = _DeviceModule  # TorchTPU's name for it (torch_tpu.api._device_module.DeviceModule)

@@ -130,7 +130,7 @@ Value emit_conv(HloBuilder& b, const Value& lhs, const Value& rhs, const TensorT
                       ", lhs_dilation = " + i64_array(w.lhs_dilation) + ", rhs_dilation = " +
                       i64_array(w.rhs_dilation) + ", dimension_numbers = #stablehlo.conv<" + dn +
                       ">, feature_group_count = " + std::to_string(feature_groups) +
-                      " : i64, batch_group_count = " + std::to_string(batch_groups) + " : i64";
+                      " : i64, batch_group_count = " + std::to_string(batch_groups) + " : i64" + b.precision_attr();
   return b.op1("stablehlo.convolution", {lhs, rhs}, out, attrs);
 }
 
