@@ -9,7 +9,7 @@ import types
 import torch
 
 from torch_tpu import _C, _dlpack, _op_policies, config, device_module, runtime
-from torch_tpu._internal import public
+from torch_tpu._internal import public, tracing
 
 _lock = threading.Lock()
 _done = False
@@ -58,4 +58,5 @@ def register() -> None:
             if cfg.host_kernels and rt.client.platform_name == "cpu":
                 _C._enable_host_kernels(rt.client)  # False (XLA's own ops stay) when the plugin lacks FFI
             _C._register_fork_handler()  # forked children re-run torch.tpu._lazy_init, which raises there
+            tracing.enable_if_requested(rt.cache, cfg.dump_dir)  # TORCH_TRACE: programs into the structured trace
         _done = True

@@ -47,6 +47,20 @@ VARIABLES: tuple[Variable, ...] = (
         "1",
     ),
     Variable("TORCH_TPU_DIST_CPU_ZERO_COPY", "tpu_dist on XLA-CPU: stage device buffers without PJRT transfers", "1"),
+    Variable(
+        "TORCH_TPU_PROFILER_OUTPUT_DIR", "TorchTPU's xprof_trace_handler: trace directory when none is given", "unset"
+    ),
+    Variable(
+        "TORCH_TRACE", "PyTorch's structured trace directory; torch_tpu adds each compiled program (tlparse)", "unset"
+    ),
+    Variable(
+        "TORCH_TPU_BASE_PORT", "set_tpu_launch_env (multi-host): first port of each host's worker addresses", "8070"
+    ),
+    Variable(
+        "TORCH_TPU_DEVICES_PER_HOST",
+        "set_tpu_launch_env (multi-host): worker addresses per host",
+        "nproc_per_node or 8",
+    ),
     Variable("TORCH_TPU_COMPILE_REPLAY", "torch.compile graphs rerun their captured program (0: op by op)", "1"),
     Variable("TORCH_TPU_HOST_KERNELS", "XLA-CPU: large matmuls/convolutions call torch's CPU kernels (XLA FFI)", "0"),
     Variable(
@@ -91,6 +105,10 @@ class Config:
     dist_cpu_zero_copy: bool = True
     program_cache: int = 256
     cache_max_bytes: int = 1 << 30
+    profiler_output_dir: str | None = None
+    torch_trace: str | None = None
+    base_port: int = 8070
+    devices_per_host: int | None = None
     compile_replay: bool = True
     host_kernels: bool = False
     keep_host_heap: bool = True  # resolved: "auto" is on when the eager mode at start is fused
@@ -157,6 +175,10 @@ def load(env: dict[str, str] | None = None) -> Config:
         cache_max_bytes=_byte_size(
             "TORCH_TPU_CACHE_MAX_BYTES", e.get("TORCH_TPU_CACHE_MAX_BYTES"), Config.cache_max_bytes
         ),
+        profiler_output_dir=e.get("TORCH_TPU_PROFILER_OUTPUT_DIR") or None,
+        torch_trace=e.get("TORCH_TRACE") or None,
+        base_port=_int_or_none("TORCH_TPU_BASE_PORT", e.get("TORCH_TPU_BASE_PORT")) or Config.base_port,
+        devices_per_host=_int_or_none("TORCH_TPU_DEVICES_PER_HOST", e.get("TORCH_TPU_DEVICES_PER_HOST")),
         compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
         keep_host_heap=_keep_host_heap(e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), eager_mode),

@@ -20,6 +20,8 @@ import socket
 import time
 from collections.abc import Callable
 
+from torch_tpu import config
+
 __all__ = ["set_tpu_launch_env"]
 
 
@@ -54,8 +56,9 @@ def _multi_host(hosts: list[str], nnodes: int | None, nproc_per_node: int | None
         return hosts
 
     def addresses() -> str:
-        base = int(os.environ.get("TORCH_TPU_BASE_PORT", "8070"))
-        per_host = int(os.environ.get("TORCH_TPU_DEVICES_PER_HOST", str(nproc_per_node or 8)))
+        cfg = config.load()
+        base = cfg.base_port
+        per_host = cfg.devices_per_host or nproc_per_node or 8
         return ",".join(f"{h}:{base + i}" for h in need_hosts() for i in range(per_host))
 
     def node_rank() -> str:

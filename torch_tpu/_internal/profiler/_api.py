@@ -18,6 +18,8 @@ from typing import Any
 
 import torch.profiler
 
+from torch_tpu import config
+
 __all__ = ["ProfilerActivity", "profile", "register_kineto_backend", "xprof_trace_handler"]
 
 OUTPUT_DIR_ENV = "TORCH_TPU_PROFILER_OUTPUT_DIR"
@@ -45,7 +47,7 @@ def xprof_trace_handler(
     its file name. Without `dir_name`, the directory is `$TORCH_TPU_PROFILER_OUTPUT_DIR` (read now); with neither,
     ValueError. (TorchTPU requires `dir_name`.)"""
     if dir_name is None:
-        dir_name = os.environ.get(OUTPUT_DIR_ENV)
+        dir_name = config.load().profiler_output_dir
         if not dir_name:
             raise ValueError(f"xprof_trace_handler: give dir_name or set {OUTPUT_DIR_ENV}")
     directory = os.fspath(dir_name)
