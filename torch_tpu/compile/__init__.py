@@ -72,22 +72,34 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 def _route_default_backend() -> None:
     """`torch.compile(model)` (backend "inductor") hands graphs over tpu tensors to the tpu backend; graphs over
-    other devices still go to Inductor unchanged."""
+    other devices still go to Inductor unchanged. TorchTPU's backend options given to it (`options={...}` without a
+    backend, see `torch_tpu.compile.options`) are kept apart from Inductor's and reach the tpu backend only."""
     wrapper = torch._TorchCompileInductorWrapper  # type: ignore[attr-defined]
     if getattr(wrapper.__call__, "_torch_tpu_routed", False):
         return
     inductor_call = wrapper.__call__
+    inductor_apply_options = wrapper.apply_options
+
+    def apply_options(self: Any, options: dict[str, Any] | None) -> None:
+        from torch_tpu.compile import options as backend_options
+
+        ours, rest = backend_options.split(options)
+        if ours:
+            backend_options.parse(ours)  # a bad value fails at torch.compile(), as it would on the tpu backend
+            self._torch_tpu_options = ours
+        inductor_apply_options(self, rest)
 
     def __call__(self: Any, model_: torch.fx.GraphModule, inputs_: Sequence[Any], **kwargs: Any) -> Any:  # noqa: N807
         from torch_tpu.compile.backend import tpu_backend, uses_tpu
 
         if uses_tpu(model_, inputs_):
             _install_dynamo()
-            return tpu_backend(model_, inputs_)
+            return tpu_backend(model_, inputs_, options=getattr(self, "_torch_tpu_options", None))
         return inductor_call(self, model_, inputs_, **kwargs)
 
     __call__._torch_tpu_routed = True  # type: ignore[attr-defined]
     wrapper.__call__ = __call__
+    wrapper.apply_options = apply_options
 
 
 def install() -> None:

@@ -4,15 +4,20 @@ fused engine. Parameters and buffers are graph inputs, so they stay program argu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from torch_tpu.compile import bucketing, counters
 from torch_tpu.compile.decompositions import tpu_decompositions
+from torch_tpu.compile.options import BackendOptions, TpuCompileDebug
+from torch_tpu.compile.options import parse as parse_options
 from torch_tpu.compile.replay import Replayed
 from torch_tpu.compile.runner import run_fused
+from torch_tpu.compile.warmup import CompiledArtifact, first_call_signals, serialize_unsupported
 
 
 def _count_compile() -> None:
@@ -114,39 +119,100 @@ def _boxed(fn: Callable[..., Any], counter: str) -> Callable[[list[Any]], Any]:
     return call
 
 
-def _forward_compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[[list[Any]], Any]:
+@dataclasses.dataclass
+class Session:
+    """One compilation by the backend: its options, what it records for `debug_callback`, and the graphs compiled
+    (the backward one is compiled later, at the first backward call)."""
+
+    options: BackendOptions = dataclasses.field(default_factory=BackendOptions)
+    debug: TpuCompileDebug | None = None
+    artifacts: list[CompiledArtifact] = dataclasses.field(default_factory=list)
+    on_compiled: Callable[[CompiledArtifact], None] | None = None
+
+    def record(self, kind: str, gm: torch.fx.GraphModule, executable: Callable[..., Any]) -> None:
+        artifact = CompiledArtifact(kind, gm, executable)
+        self.artifacts.append(artifact)
+        if self.debug is not None:
+            code, readable = gm.code, gm.print_readable(print_output=False)
+            if kind == "backward":
+                self.debug.post_autograd_fx_backward_code.append(code)
+                self.debug.post_autograd_fx_backward_readable.append(readable)
+            else:
+                self.debug.post_autograd_fx_forward_code.append(code)
+                self.debug.post_autograd_fx_forward_readable.append(readable)
+            self.debug.compiled_executables.append(artifact)
+        if self.on_compiled is not None:
+            self.on_compiled(artifact)
+
+
+def _forward_compiler(
+    session: Session, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Callable[[list[Any]], Any]:
     counters.bump("aot_forward_graphs")
     gm = _copies_as_lowered_ops(_views_as_reshapes(gm))
-    return _boxed(_fill_undefined_outputs(gm, gm.forward), "compiled_calls")
+    executable = _boxed(_fill_undefined_outputs(gm, gm.forward), "compiled_calls")
+    session.record("forward", gm, executable)
+    return executable
 
 
-def _inference_compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[[list[Any]], Any]:
+def _inference_compiler(
+    session: Session, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Callable[[list[Any]], Any]:
     counters.bump("aot_forward_graphs")
-    padded = bucketing.try_bucketed(gm, example_inputs)  # analyses the graph with its traced views
+    # analyses the graph with its traced views
+    padded = bucketing.try_bucketed(gm, example_inputs, ladder=session.options.ladder)
     gm = _copies_as_lowered_ops(_views_as_reshapes(gm))
-    return _boxed(padded if padded is not None else gm.forward, "compiled_calls")
+    executable = _boxed(padded if padded is not None else gm.forward, "compiled_calls")
+    session.record("inference", gm, executable)
+    return executable
 
 
-def _backward_compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[[list[Any]], Any]:
+def _backward_compiler(
+    session: Session, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Callable[[list[Any]], Any]:
     counters.bump("aot_backward_graphs")
-    return _boxed(_views_as_reshapes(gm).forward, "compiled_backward_calls")
+    executable = _boxed(_views_as_reshapes(gm).forward, "compiled_backward_calls")
+    session.record("backward", gm, executable)
+    return executable
 
 
-def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Callable[..., Any]:
-    """Dynamo backend: `torch.compile(model, backend="tpu")` (and the default backend on tpu tensors)."""
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], session: Session) -> Callable[..., Any]:
+    """Compiles a Dynamo graph for tpu under `session`'s options (the body of `tpu_backend` and of TorchTPU's
+    `TpuBackend`)."""
     from torch._dynamo.backends.common import aot_autograd
 
     _count_compile()
+    if session.debug is not None:
+        session.debug.pre_autograd_fx_code.append(gm.code)
+        session.debug.pre_autograd_fx_readable.append(gm.print_readable(print_output=False))
     compiler = aot_autograd(
-        fw_compiler=_forward_compiler,
-        bw_compiler=_backward_compiler,
-        inference_compiler=_inference_compiler,
+        fw_compiler=functools.partial(_forward_compiler, session),
+        bw_compiler=functools.partial(_backward_compiler, session),
+        inference_compiler=functools.partial(_inference_compiler, session),
         decompositions=tpu_decompositions(),
         keep_inference_input_mutations=True,
     )
     # The AOTAutograd wrappers (alias regeneration, mutation epilogue, autograd.Function glue) run inside the same
     # fused region, so they join the call's program instead of running as programs of their own.
-    return run_fused(compiler(gm, example_inputs))
+    compiled = run_fused(compiler(gm, example_inputs))
+    opts = session.options
+    if opts.async_compile:
+        compiled = first_call_signals(compiled, session.artifacts)
+    if opts.serializable:
+        compiled.serialize = serialize_unsupported  # type: ignore[attr-defined]
+    if opts.debug_callback is not None and session.debug is not None:
+        opts.debug_callback(session.debug)
+    return compiled
+
+
+def tpu_backend(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Mapping[str, Any] | None = None, **kwargs: Any
+) -> Callable[..., Any]:
+    """Dynamo backend: `torch.compile(model, backend="tpu", options={...})` (and the default backend on tpu tensors).
+    `options` takes TorchTPU's keys (`torch_tpu.compile.options`); other keyword arguments (`mode`) are ignored."""
+    opts = parse_options(options)
+    debug = TpuCompileDebug() if opts.debug_callback is not None else None
+    return compile_graph(gm, example_inputs, Session(opts, debug))
 
 
 def uses_tpu(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_tpu.compile import counters
+from torch_tpu.compile.options import StepLadder
 
 BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512)
 last_refusal = ""  # why the last graph analysed runs unpadded (for debugging and tests)
@@ -415,12 +416,16 @@ def _pad(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:
     return F.pad(host, pad).to(t.device)
 
 
-def try_bucketed(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any] | None:
+def try_bucketed(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], ladder: tuple[int, int] | None = None
+) -> Callable[..., Any] | None:
     """A callable that runs `gm` with its dynamic sizes padded to buckets (those sizes for which padding is provably
-    safe), or None when there is none: the graph then runs unpadded, one program per shape."""
+    safe), or None when there is none: the graph then runs unpadded, one program per shape. `ladder` (number of
+    buckets, step) picks TorchTPU's buckets (`StepLadder`, one per dynamic size) instead of `bucket_for`."""
     plans = [p for p in (analyse(gm, sym) for sym in sorted(_symbols(gm), key=str)) if p is not None]
     if not plans:
         return None
+    sizers: list[Callable[[int], int]] = [StepLadder(*ladder) if ladder else bucket_for for _ in plans]
 
     def forward(*args: Any) -> Any:
         return gm.forward(*args)  # looked up per call: the backend rewrites the graph after this analysis
@@ -428,9 +433,9 @@ def try_bucketed(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Cal
     def call(*args: Any) -> Any:
         padded = list(args)
         cuts: list[tuple[_Plan, int]] = []
-        for plan in plans:
+        for plan, sizer in zip(plans, sizers, strict=True):
             length = plan.length(args)
-            size = bucket_for(length)
+            size = sizer(length)
             if size == length or size > plan.max_bucket:
                 continue
             for i in plan.size_args:

@@ -1,0 +1,1 @@
+"""TorchTPU's `torch_tpu._internal.utils`: `utils` (assert_close, OpTracer) and `tracer_utils` (formatting)."""
