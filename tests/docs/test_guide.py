@@ -33,12 +33,13 @@ _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTA
 
 # Runs the blocks given as a JSON list in argv[1], in one namespace; on an exception prints which block failed.
 _RUNNER = r"""
-import json, linecache, sys, traceback
+import json, linecache, sys, time, traceback
 blocks = json.load(open(sys.argv[1]))
 page = sys.argv[2]
 namespace = {"__name__": "__main__"}
+start = time.perf_counter()
 for number, source in enumerate(blocks, 1):
-    print(f"--- {page}: block {number}", flush=True)
+    print(f"--- {page}: block {number} at {time.perf_counter() - start:.1f}s", flush=True)
     name = f"{page}[block {number}]"
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)  # tracebacks show the block's lines
     try:
@@ -47,7 +48,7 @@ for number, source in enumerate(blocks, 1):
         traceback.print_exc()
         print(f"GUIDE-FAILED {page}: block {number}", flush=True)
         sys.exit(1)
-print(f"GUIDE-OK {page}: {len(blocks)} blocks", flush=True)
+print(f"GUIDE-OK {page}: {len(blocks)} blocks in {time.perf_counter() - start:.1f}s", flush=True)
 """
 
 
@@ -155,3 +156,4 @@ def test_page_runs(page: str, tmp_path: Path) -> None:
         failed = re.findall(r"GUIDE-FAILED (.*)", result.stdout)
         where = failed[-1] if failed else f"{page} (exit code {result.returncode})"
         pytest.fail(f"guide page failed at {where}:\n{output[-6000:]}")
+    print(result.stdout)  # per-block start times, shown with pytest -rP
