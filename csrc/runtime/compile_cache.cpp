@@ -1,15 +1,9 @@
 #include "runtime/compile_cache.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "runtime/counters.h"
 
@@ -23,6 +17,7 @@ void CompileCache::set_settings_locked(const CompileSettings& settings) {
   std::string options = compile_options_bytes(settings);  // throws before anything changes
   settings_ = settings;
   options_ = std::move(options);
+  fingerprint_ = stable_hash(options_);
   key_prefix_ = client_->plugin().identity() + "\n" + client_->platform_version() + "\n" + options_ + "\n";
   // Flags the plugins read from the environment change the code they generate: a program compiled under other
   // flags must not be loaded from disk.
@@ -42,10 +37,7 @@ CompileSettings CompileCache::settings() const {
   return settings_;
 }
 
-uint64_t CompileCache::options_fingerprint() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stable_hash(options_);
-}
+uint64_t CompileCache::options_fingerprint() const { return fingerprint_.load(std::memory_order_acquire); }
 
 // "tpu:<first distinct StableHLO ops>#<hash>": what a profile row or trace slice calls a compiled program.
 static std::string program_label(const std::string& mlir) {
@@ -155,16 +147,7 @@ size_t CompileCache::capacity() const {
 }
 
 void CompileCache::set_dump_directory(const std::string& dir) {
-  if (!dir.empty()) {
-    std::string partial = dir[0] == '/' ? "/" : "";
-    std::stringstream ss(dir);
-    std::string part;
-    while (std::getline(ss, part, '/')) {
-      if (part.empty()) continue;
-      partial += part + "/";
-      ::mkdir(partial.c_str(), 0755);
-    }
-  }
+  if (!dir.empty()) make_dirs(dir, 0755);
   std::lock_guard<std::mutex> lock(mu_);
   dump_directory_ = dir;
 }

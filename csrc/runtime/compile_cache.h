@@ -2,6 +2,7 @@
 // (bounded, least recently used dropped) and on disk (runtime/disk_cache.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -62,6 +63,7 @@ class CompileCache {
   mutable std::mutex mu_;
   CompileSettings settings_;
   std::string options_;     // compile_options_bytes(settings_)
+  std::atomic<uint64_t> fingerprint_{0};  // stable_hash(options_): read on every graph run, without the lock
   std::string key_prefix_;  // plugin, platform version, options, flags from the environment
   std::string dump_directory_;
   struct Entry {

@@ -25,21 +25,6 @@ bool has_suffix(const std::string& name) {
   return name.size() > n && name.compare(name.size() - n, n, kSuffix) == 0;
 }
 
-// Creates the parents of `dir` as the umask allows and `dir` itself private.
-void make_private_dirs(const std::string& dir) {
-  std::string partial = !dir.empty() && dir[0] == '/' ? "/" : "";
-  std::stringstream ss(dir);
-  std::string part;
-  std::vector<std::string> parts;
-  while (std::getline(ss, part, '/')) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  for (size_t i = 0; i < parts.size(); ++i) {
-    partial += parts[i] + "/";
-    ::mkdir(partial.c_str(), i + 1 == parts.size() ? 0700 : 0755);
-  }
-}
-
 // Why a file or directory must not be trusted with native code: another owner, or writable by group or others.
 std::string untrusted(const struct stat& st) {
   if (st.st_uid != ::geteuid()) return "it belongs to uid " + std::to_string(st.st_uid) + ", not this user";
@@ -93,6 +78,20 @@ bool write_all(int fd, const char* data, size_t n) {
 
 }  // namespace
 
+void make_dirs(const std::string& dir, mode_t mode) {
+  std::string partial = !dir.empty() && dir[0] == '/' ? "/" : "";
+  std::stringstream ss(dir);
+  std::string part;
+  std::vector<std::string> parts;
+  while (std::getline(ss, part, '/')) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    partial += parts[i] + "/";
+    ::mkdir(partial.c_str(), i + 1 == parts.size() ? mode : 0755);
+  }
+}
+
 uint64_t stable_hash(const std::string& text) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : text) {
@@ -107,7 +106,7 @@ std::string DiskCache::set_directory(const std::string& dir) {
   dir_.clear();
   bytes_ = 0;
   if (dir.empty()) return "";
-  make_private_dirs(dir);
+  make_dirs(dir, 0700);
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return "cannot create the directory " + dir + ": " + std::strerror(errno);

@@ -9,6 +9,8 @@
 // until it is back under 80% of the limit.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -18,6 +20,9 @@ namespace torch_tpu {
 
 // 64-bit FNV-1a: a stable (cross-process) hash for program text and cache keys.
 uint64_t stable_hash(const std::string& text);
+
+// Creates `dir` and its missing parents (parents 0755 less the umask; `dir` itself with `mode`).
+void make_dirs(const std::string& dir, mode_t mode);
 
 class DiskCache {
  public:
