@@ -1,0 +1,3 @@
+from tools.model_sweep.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""Which head classes of a model type the sweep runs, and their inputs, labels and generation arguments."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+BATCH = 2
+SEQ = 8
+DECODER_SEQ = 5
+AUDIO_SAMPLES = 1600
+GENERATE_TOKENS = 4
+
+# (head, auto mapping names) in the order the sweep runs them; the first mapping of a head that names the type wins.
+HEAD_MAPPINGS: list[tuple[str, tuple[str, ...]]] = [
+    ("base", ("MODEL_MAPPING_NAMES",)),
+    ("causal_lm", ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",)),
+    ("seq2seq_lm", ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES")),
+    ("image_text_to_text", ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",)),
+    ("masked_lm", ("MODEL_FOR_MASKED_LM_MAPPING_NAMES",)),
+    (
+        "classification",
+        (
+            "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+            "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+            "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
+        ),
+    ),
+]
+GENERATIVE = {"causal_lm", "seq2seq_lm", "image_text_to_text"}
+WITH_LOSS = {"causal_lm", "seq2seq_lm", "image_text_to_text", "masked_lm", "classification"}
+
+
+def heads_for(model_type: str) -> list[tuple[str, str]]:
+    """(head, class name) pairs of one model type; a class serving two heads runs once, under the first."""
+    from transformers.models.auto import modeling_auto
+
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for head, mappings in HEAD_MAPPINGS:
+        for mapping in mappings:
+            names = getattr(modeling_auto, mapping).get(model_type)
+            if names is None:
+                continue
+            name = names[0] if isinstance(names, (tuple, list)) else names
+            if name not in seen:
+                seen.add(name)
+                out.append((head, name))
+            break
+    return out
+
+
+def _sub(cfg: Any, *names: str) -> Any:
+    for n in names:
+        sub = getattr(cfg, n, None)
+        if sub is not None and not isinstance(sub, (int, float, str, bool, list, dict)):
+            return sub
+    return cfg
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def special_ids(cfg: Any) -> set[int]:
+    """Every token id the configuration (and its sub-configurations) names."""
+    ids: set[int] = set()
+    for key, value in cfg.to_dict().items():
+        if key.endswith(("_token_id", "_token_index")) and isinstance(value, int):
+            ids.add(value)
+        if isinstance(value, dict):
+            ids |= {
+                v for k, v in value.items() if str(k).endswith(("_token_id", "_token_index")) and isinstance(v, int)
+            }
+    return ids
+
+
+def token_ids(cfg: Any, shape: tuple[int, int], seed: int) -> torch.Tensor:
+    """Random ids of ordinary tokens: none of the special ids the configuration names."""
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    vocab = int(getattr(text, "vocab_size", None) or 100)
+    ordinary = [i for i in range(min(vocab, 100)) if i not in special_ids(cfg)][3:]
+    idx = torch.randint(0, len(ordinary), shape, generator=_gen(seed))
+    return torch.tensor(ordinary)[idx]
+
+
+def _pixels(cfg: Any) -> torch.Tensor:
+    vis = _sub(cfg, "vision_config", "backbone_config")
+    size = getattr(vis, "image_size", 32)
+    h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    channels = getattr(vis, "num_channels", 3)
+    return torch.randn(BATCH, channels, h, w, generator=_gen(2))
+
+
+def _features(cfg: Any) -> torch.Tensor:
+    audio = _sub(cfg, "audio_config", "encoder_config")
+    mel = getattr(audio, "num_mel_bins", None)
+    if mel is not None:  # whisper-like: (batch, mel bins, 2 * encoder positions)
+        frames = 2 * int(getattr(audio, "max_source_positions", 16))
+        return torch.randn(BATCH, mel, frames, generator=_gen(2))
+    per_channel = int(getattr(audio, "input_feat_per_channel", 16)) * int(getattr(audio, "input_channels", 1))
+    return torch.randn(BATCH, 4 * SEQ, per_channel, generator=_gen(2))
+
+
+def forward_params(model: torch.nn.Module) -> set[str]:
+    return set(inspect.signature(model.forward).parameters)
+
+
+def make_inputs(model: Any, head: str) -> dict[str, torch.Tensor]:
+    """Inputs of one forward call, made from the model's main input name and configuration (CPU tensors)."""
+    cfg = model.config
+    accepts = forward_params(model)
+    main = model.main_input_name
+    inputs: dict[str, torch.Tensor] = {}
+    if main == "input_ids":
+        inputs["input_ids"] = token_ids(cfg, (BATCH, SEQ), seed=1)
+        if "attention_mask" in accepts:
+            inputs["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
+    elif main == "pixel_values":
+        inputs["pixel_values"] = _pixels(cfg)
+    elif main == "input_features":
+        inputs["input_features"] = _features(cfg)
+    elif main == "input_values":
+        inputs["input_values"] = torch.randn(BATCH, AUDIO_SAMPLES, generator=_gen(2))
+    else:
+        raise NotImplementedError(f"main input {main!r}")
+    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in accepts:
+        inputs["decoder_input_ids"] = token_ids(cfg, (BATCH, DECODER_SEQ), seed=3)
+    return inputs
+
+
+def make_labels(model: Any, head: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    cfg = model.config
+    if head == "classification":
+        return torch.arange(BATCH) % max(2, int(getattr(cfg, "num_labels", 2)))
+    if head == "seq2seq_lm" or (head != "base" and getattr(cfg, "is_encoder_decoder", False)):
+        return token_ids(cfg, (BATCH, DECODER_SEQ), seed=3)
+    if head in WITH_LOSS and "input_ids" in inputs:
+        return inputs["input_ids"]
+    return None
+
+
+def generate_kwargs(model: Any) -> dict[str, Any]:
+    text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    pad = getattr(text, "pad_token_id", None)
+    eos = getattr(text, "eos_token_id", None)
+    if pad is None:
+        pad = eos if isinstance(eos, int) else 0
+    return {
+        "max_new_tokens": GENERATE_TOKENS,
+        "min_new_tokens": GENERATE_TOKENS,
+        "do_sample": False,
+        "pad_token_id": pad,
+    }

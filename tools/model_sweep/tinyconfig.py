@@ -1,0 +1,185 @@
+"""A tiny configuration of any transformers model type, made from its config class defaults.
+
+The defaults describe a full-size model; every size field is shrunk by name (hidden width, depth, heads, key/value
+heads, feed-forward width, vocabulary, positions, image, patch and audio sizes, experts), nested sub-configurations
+(text_config, vision_config, ...) recursively, and every dropout is set to zero so that a training step is
+deterministic on both devices. OVERRIDES holds the few per-type corrections where the generic shrink is invalid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HIDDEN = 32
+INTERMEDIATE = 64
+LAYERS = 2
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = HIDDEN // HEADS
+VOCAB = 128
+POSITIONS = 64
+IMAGE = 32
+PATCH = 8
+EXPERTS = 4
+MEL = 16
+SOURCE_POSITIONS = 16  # encoder positions of speech models (their features are twice as long)
+
+_HIDDEN = {"hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "dim", "model_dim", "word_embed_proj_dim"}
+_HIDDEN |= {"hidden_dim", "text_embed_dim", "vision_embed_dim", "projection_dim", "d_embed"}
+_SMALL_WIDTH = {"embedding_size": 16, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32}
+_SMALL_WIDTH |= {"kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": HEAD_DIM, "qk_nope_head_dim": HEAD_DIM}
+_SMALL_WIDTH |= {"v_head_dim": HEAD_DIM, "classifier_proj_size": 32, "xvector_output_dim": 32, "codevector_dim": 32}
+_SMALL_WIDTH |= {"proj_codevector_dim": 32, "num_codevectors_per_group": 8, "num_conv_pos_embeddings": 16}
+_SMALL_WIDTH |= {"num_conv_pos_embedding_groups": 2, "num_mel_bins": MEL, "input_feat_per_channel": MEL}
+_SMALL_WIDTH |= {"max_source_positions": SOURCE_POSITIONS, "conv_kernel_size": 3, "rotary_dim": HEAD_DIM}
+_INTERMEDIATE = {"intermediate_size", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_hidden_size"}
+_INTERMEDIATE |= {"n_inner", "intermediate_size_mlp", "mlp_dim", "decoder_intermediate_size"}
+_LAYERS = {"num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers", "decoder_layers"}
+_LAYERS |= {"num_encoder_layers", "num_decoder_layers", "decoder_num_hidden_layers"}
+_HEADS = {"num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads"}
+_HEADS |= {"decoder_attention_heads", "decoder_num_attention_heads"}
+_KV = {"num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"}
+_HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_dim", "d_head"}
+_VOCAB = {"vocab_size", "n_vocab"}
+_POSITIONS = {"max_position_embeddings", "n_positions", "n_ctx", "max_target_positions", "max_seq_len"}
+_POSITIONS |= {"max_sequence_length", "seq_length"}
+_EXPERTS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
+_TOPK = {"num_experts_per_tok", "moe_topk", "num_selected_experts"}
+_ONE = {"n_group": 1, "topk_group": 1}
+_LIST_WIDTHS = {"hidden_sizes", "embed_dims", "dims", "neck_hidden_sizes", "embedding_dims"}
+_ZERO_PROB = {"mask_time_prob", "mask_feature_prob", "layerdrop", "encoder_layerdrop", "decoder_layerdrop"}
+# Generic: any other integer width larger than this, named like a width, becomes HIDDEN.
+_WIDTH_SUFFIXES = ("_size", "_dim", "_channels", "_rank", "_features")
+_NOT_WIDTH = ("vocab", "position", "image", "patch", "window", "chunk", "batch", "sample", "kernel", "stride", "bucket")
+
+# Per-type corrections, applied to the shrunk top-level configuration (dotted keys reach sub-configurations).
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "swin": {"window_size": 2},
+    "swinv2": {"window_size": 2},
+    "donut-swin": {"window_size": 2},
+    "maskformer-swin": {"window_size": 2},
+    "longformer": {"attention_window": 4},
+    "led": {"attention_window": 4},
+    "reformer": {"axial_pos_shape": [8, 8], "axial_pos_embds_dim": [16, 16], "local_attn_chunk_length": 4},
+    "big_bird": {"attention_type": "original_full"},
+    "bigbird_pegasus": {"attention_type": "original_full"},
+}
+
+
+def _is_prob(key: str) -> bool:
+    return "dropout" in key or "drop_prob" in key or "drop_path" in key or key in _ZERO_PROB
+
+
+def _shrink_width(key: str, value: int) -> int | None:
+    if key in _HIDDEN:
+        return HIDDEN
+    if key in _INTERMEDIATE:
+        return INTERMEDIATE
+    if key in _SMALL_WIDTH:
+        return _SMALL_WIDTH[key]
+    if key.endswith(_WIDTH_SUFFIXES) and not any(w in key for w in _NOT_WIDTH) and value > 2 * HIDDEN:
+        return HIDDEN
+    return None
+
+
+def _shrink_int(key: str, value: int, orig_heads: int | None) -> int:
+    """The tiny value of one integer field (unchanged when the field is not a size)."""
+    if key in _LAYERS:
+        return min(value, LAYERS)
+    if key in _HEADS:
+        return min(value, HEADS)
+    if key in _KV:  # keep multi-head (kv == heads) and multi-query (kv == 1) as they are
+        return HEADS if orig_heads is not None and value == orig_heads else min(value, KV_HEADS)
+    if key in _HEAD_DIM:
+        return HEAD_DIM
+    if key in _VOCAB:
+        return min(value, VOCAB)
+    if key in _POSITIONS:
+        return min(value, POSITIONS)
+    if key == "image_size":
+        return min(value, IMAGE)
+    if key == "patch_size":
+        return min(value, PATCH)
+    if key in _EXPERTS:
+        return min(value, EXPERTS)
+    if key in _TOPK:
+        return min(value, 2)
+    if key in _ONE:
+        return _ONE[key]
+    width = _shrink_width(key, value)
+    return value if width is None else min(value, width)
+
+
+def _shrink_list(key: str, value: list[Any], orig_layers: int | None) -> list[Any]:
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    if ints and key == "depths":
+        return [1] * len(value)
+    if ints and key in _LIST_WIDTHS:
+        return [16 * 2**i for i in range(len(value))]
+    if ints and (key in _HEADS or key.endswith("heads")):
+        return [min(v, 2) for v in value]
+    if ints and key in ("conv_dim", "tdnn_dim"):
+        return [HIDDEN] * len(value)
+    if key == "image_size":
+        return [min(v, IMAGE) for v in value]
+    if key == "patch_size":
+        return [min(v, PATCH) for v in value]
+    if orig_layers is not None and orig_layers > LAYERS and len(value) == orig_layers:
+        return value[:LAYERS]  # per-layer lists (layer_types, ...) follow the depth
+    return value
+
+
+def shrink(d: dict[str, Any]) -> dict[str, Any]:
+    """A tiny copy of a config's to_dict(): sizes shrunk by name, dropouts zeroed, sub-configs shrunk recursively."""
+    heads = next((d[k] for k in _HEADS if isinstance(d.get(k), int)), None)
+    layers = next((d[k] for k in _LAYERS if isinstance(d.get(k), int)), None)
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and "model_type" in value:
+            out[key] = shrink(value)
+        elif isinstance(value, bool) or value is None:
+            out[key] = value
+        elif isinstance(value, int):
+            out[key] = _shrink_int(key, value, heads)
+        elif isinstance(value, float) and _is_prob(key):
+            out[key] = 0.0
+        elif isinstance(value, list):
+            out[key] = _shrink_list(key, value, layers)
+        else:
+            out[key] = value
+    return out
+
+
+def _special_ids(d: dict[str, Any], vocab: int) -> None:
+    """Token ids past the tiny vocabulary move to its top (distinct ids from vocab - 1 down), recursively."""
+    nxt = vocab - 1
+    for key, value in d.items():
+        if isinstance(value, dict) and "model_type" in value:
+            _special_ids(value, int(value.get("vocab_size") or vocab))
+        elif (key.endswith(("_token_id", "_token_index", "_id")) and isinstance(value, int)) and value >= vocab:
+            d[key] = nxt
+            nxt -= 1
+        elif key.endswith("_token_id") and isinstance(value, list):
+            d[key] = [v if not isinstance(v, int) or v < vocab else vocab - 1 for v in value]
+
+
+def _apply(d: dict[str, Any], overrides: dict[str, Any]) -> None:
+    for dotted, value in overrides.items():
+        target = d
+        *path, last = dotted.split(".")
+        for p in path:
+            target = target[p]
+        target[last] = value
+
+
+def tiny_config(model_type: str) -> Any:
+    """The tiny PretrainedConfig of one model type."""
+    from transformers import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    d = shrink(cls().to_dict())
+    _special_ids(d, int(d.get("vocab_size") or VOCAB))
+    _apply(d, OVERRIDES.get(model_type, {}))
+    for k in ("_name_or_path", "transformers_version", "architectures"):
+        d.pop(k, None)
+    return cls.from_dict(d)

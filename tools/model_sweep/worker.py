@@ -1,0 +1,297 @@
+"""One model type in one process: every selected head on tpu against CPU, one JSON line per head on stdout.
+
+    python -m tools.model_sweep.worker MODEL_TYPE [HEAD,HEAD...]
+
+Lines: {"plan": [[head, class], ...]} first, {"start": head} before each head, then the head's record. A head builds
+a tiny model with random weights from seed 0, saves it, loads it on the CPU and with device_map="tpu", and compares
+the two: every floating tensor of a forward pass, greedy generation (generative heads), and one AdamW training step
+(heads with a loss: the loss, every gradient, every parameter and buffer after the step). The CPU runs each step
+first; a step that fails there is the model's own error and does not run on tpu.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+TOL = 1e-4  # max abs error, relative to max(1, the CPU tensor's largest magnitude)
+ERROR_LINE = 300
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _error(e: BaseException) -> str:
+    if os.environ.get("MODEL_SWEEP_TRACEBACK"):
+        traceback.print_exception(e, file=sys.stderr)
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}"[:ERROR_LINE]
+
+
+def _flatten(obj: Any, prefix: str, out: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Floating tensors of a model output (ModelOutput, dicts, tuples, lists), by dotted path."""
+    if isinstance(obj, torch.Tensor):
+        if obj.is_floating_point() or obj.is_complex():
+            out[prefix or "output"] = obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
+    elif isinstance(obj, (tuple, list)):
+        for i, v in enumerate(obj):
+            _flatten(v, f"{prefix}.{i}" if prefix else str(i), out)
+    return out
+
+
+def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    """Max abs error relative to max(1, max |want|); inf on a shape, dtype or NaN/inf-placement difference."""
+    got = got.detach().cpu()
+    want = want.detach().cpu()
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return math.inf
+    if got.numel() == 0:
+        return 0.0
+    g, w = got.double(), want.double()
+    if not torch.equal(torch.isfinite(g), torch.isfinite(w)):
+        return math.inf
+    finite = torch.isfinite(w)
+    if not torch.equal(g[~finite].nan_to_num(), w[~finite].nan_to_num()):
+        return math.inf
+    if not finite.any():
+        return 0.0
+    diff = (g[finite] - w[finite]).abs().max().item()
+    return diff / max(1.0, w[finite].abs().max().item())
+
+
+def compare(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The worst tensor of two flattened outputs; a missing or extra tensor is a mismatch."""
+    if set(got) != set(want):
+        only = sorted(set(got) ^ set(want))
+        return {"result": "mismatch", "worst": f"tensors present on one side only: {only[:5]}", "error": math.inf}
+    worst, err = "", 0.0
+    for name, w in want.items():
+        e = rel_error(got[name], w)
+        if e > err or not worst:
+            worst, err = name, e
+    return {
+        "result": "pass" if err <= TOL else "mismatch",
+        "worst": worst,
+        "error": err if math.isfinite(err) else "inf",
+    }
+
+
+def _to(d: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
+    return {k: v.to(device) for k, v in d.items()}
+
+
+def _forward(model: Any, inputs: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
+    from tools.model_sweep.heads import forward_params
+
+    model.eval()
+    extra = {"use_cache": False} if "use_cache" in forward_params(model) else {}
+    with torch.no_grad():
+        out = model(**_to(inputs, device), **extra)
+    return {k: v.cpu() for k, v in _flatten(out, "", {}).items()}
+
+
+def _generate(model: Any, inputs: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
+    from tools.model_sweep.heads import generate_kwargs
+
+    model.eval()
+    prompt = {k: v for k, v in inputs.items() if k != "decoder_input_ids"}  # generation starts the decoder itself
+    out = model.generate(**_to(prompt, device), **generate_kwargs(model))
+    seq = out if isinstance(out, torch.Tensor) else out.sequences
+    return {"tokens": seq.cpu()}
+
+
+def _train(model: Any, inputs: dict[str, torch.Tensor], labels: torch.Tensor, device: str) -> dict[str, torch.Tensor]:
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, eps=1e-5)
+    opt.zero_grad()
+    out = model(**_to(inputs, device), labels=labels.to(device))
+    loss = out["loss"] if isinstance(out, dict) else out[0]
+    loss.backward()
+    res = {"loss": loss.detach().cpu().reshape(-1)}
+    res.update({f"grad.{n}": p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None})
+    opt.step()
+    res.update({f"after.{k}": v.cpu() for k, v in model.state_dict().items() if v.is_floating_point()})
+    return res
+
+
+def _tokens_equal(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, Any]:
+    g, w = got["tokens"], want["tokens"]
+    if g.shape == w.shape and torch.equal(g, w):
+        return {"result": "pass"}
+    return {"result": "mismatch", "worst": "tokens", "tpu": g.tolist(), "cpu": w.tolist()}
+
+
+def _step(
+    name: str,
+    cpu: Callable[[], dict[str, torch.Tensor]],
+    tpu: Callable[[], dict[str, torch.Tensor]],
+    check: Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor]], dict[str, Any]],
+) -> dict[str, Any]:
+    t0 = time.monotonic()
+    try:
+        want = cpu()
+    except Exception as e:
+        return {"result": "error", "cpu_fails": True, "error": _error(e)}
+    t1 = time.monotonic()
+    try:
+        got = tpu()
+    except Exception as e:
+        return {"result": "error", "cpu_fails": False, "error": _error(e), "cpu_s": round(t1 - t0, 2)}
+    out = check(got, want)
+    out.update(cpu_s=round(t1 - t0, 2), tpu_s=round(time.monotonic() - t1, 2))
+    return out
+
+
+def _classify(steps: dict[str, dict[str, Any]], fallbacks: dict[str, int]) -> tuple[str, str | None]:
+    """The head's result and the step it comes from: a tpu error, else a mismatch, else the model's own error (the
+    step fails on the CPU too), else fallback or pass."""
+    for want, cpu_fails in (("error", False), ("mismatch", None), ("error", True)):
+        for name, s in steps.items():
+            if s["result"] == want and (cpu_fails is None or bool(s.get("cpu_fails")) == cpu_fails):
+                return want, name
+    return ("fallback" if fallbacks else "pass"), None
+
+
+def _check_load(original: Any, cpu: Any, tpu: Any, notes: list[str]) -> dict[str, Any]:
+    """Weights loaded with device_map="tpu" must equal the CPU load. Weights a checkpoint lacks are initialised at
+    random by both loads (differently): those are copied from the CPU model, with a note."""
+    want, orig, got = cpu.state_dict(), original.state_dict(), tpu.state_dict()
+    off_tpu = sorted({str(t.device) for t in got.values() if t.device.type != "tpu"})
+    if off_tpu:
+        notes.append(f"device_map='tpu' left tensors on {off_tpu}")
+    reinit, bad = [], []
+    for k, w in want.items():
+        if k not in got:
+            bad.append(k)
+        elif not torch.equal(got[k].cpu(), w):
+            (reinit if k in orig and not torch.equal(orig[k], w) else bad).append(k)
+    if reinit:
+        notes.append(f"{len(reinit)} weights not in the checkpoint, initialised at load; copied from CPU: {reinit[:3]}")
+        with torch.no_grad():
+            for k in reinit:
+                got[k].copy_(want[k].to(got[k].device))
+    if bad:
+        return {"result": "mismatch", "worst": bad[0], "error": "weights differ after load", "count": len(bad)}
+    return {"result": "pass"}
+
+
+def _prepare_config(model_type: str, head: str) -> Any:
+    from tools.model_sweep.tinyconfig import tiny_config
+
+    cfg = tiny_config(model_type)
+    if head == "classification":
+        cfg.num_labels = 2
+        for c in {id(cfg): cfg, id(cfg.get_text_config()): cfg.get_text_config()}.values():
+            if getattr(c, "pad_token_id", None) is None:
+                c.pad_token_id = 0  # sequence classification of a batch finds each row's last non-pad token
+    return cfg
+
+
+def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
+    import transformers
+
+    import torch_tpu
+    from tools.model_sweep.heads import GENERATIVE, make_inputs, make_labels
+
+    t0 = time.monotonic()
+    rec: dict[str, Any] = {"head": head, "class": class_name, "steps": {}, "notes": [], "fallback_ops": {}}
+    try:
+        cls = getattr(transformers, class_name)
+    except (AttributeError, ImportError) as e:
+        rec.update(result="skipped", reason=f"class not importable here: {_error(e)}")
+        return rec
+    try:
+        torch.manual_seed(0)
+        original = cls(_prepare_config(model_type, head))
+        inputs = make_inputs(original, head)
+        labels = make_labels(original, head, inputs)
+    except NotImplementedError as e:
+        rec.update(result="skipped", reason=f"the sweep makes no inputs for {e}")
+        return rec
+    except Exception as e:
+        rec.update(result="error", stage="build", cpu_fails=True, error=_error(e))
+        return rec
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            original.save_pretrained(d)
+            cpu = cls.from_pretrained(d, dtype=torch.float32)
+        except Exception as e:
+            rec.update(result="error", stage="save/load", cpu_fails=True, error=_error(e))
+            return rec
+        torch_tpu.reset_op_counts()
+        try:
+            tpu = cls.from_pretrained(d, dtype=torch.float32, device_map="tpu")
+            rec["loaded_with"] = "device_map"
+        except Exception as e:
+            rec["notes"].append(f"from_pretrained(device_map='tpu') failed: {_error(e)}")
+            try:
+                tpu = cls.from_pretrained(d, dtype=torch.float32).to("tpu")
+                rec["loaded_with"] = "to"
+            except Exception as e2:
+                rec.update(result="error", stage="load", cpu_fails=False, error=_error(e2))
+                return rec
+    steps = rec["steps"]
+    steps["load"] = _check_load(original, cpu, tpu, rec["notes"])
+    steps["forward"] = _step(
+        "forward", lambda: _forward(cpu, inputs, "cpu"), lambda: _forward(tpu, inputs, "tpu"), compare
+    )
+    if head in GENERATIVE and getattr(cpu, "can_generate", lambda: False)():
+        steps["generate"] = _step(
+            "generate", lambda: _generate(cpu, inputs, "cpu"), lambda: _generate(tpu, inputs, "tpu"), _tokens_equal
+        )
+    if labels is not None:
+        steps["train"] = _step(
+            "train",
+            lambda: _train(cpu, inputs, labels, "cpu"),
+            lambda: _train(tpu, inputs, labels, "tpu"),
+            compare,
+        )
+    rec["fallback_ops"] = dict(sorted(torch_tpu.metrics()["fallback_ops"].items()))
+    rec["result"], stage = _classify(steps, rec["fallback_ops"])
+    if stage is not None:
+        rec.update(stage=stage, **{k: v for k, v in steps[stage].items() if k in ("cpu_fails", "error", "worst")})
+    rec["seconds"] = round(time.monotonic() - t0, 2)
+    return rec
+
+
+def main(argv: list[str]) -> int:
+    import transformers
+
+    from tools.model_sweep.heads import heads_for
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    warnings.simplefilter("ignore")
+    model_type = argv[0]
+    plan = heads_for(model_type)
+    if len(argv) > 1:
+        wanted = set(argv[1].split(","))
+        plan = [(h, c) for h, c in plan if h in wanted]
+    _emit({"plan": plan})
+    for head, class_name in plan:
+        _emit({"start": head})
+        try:
+            rec = run_head(model_type, head, class_name)
+        except Exception as e:  # a harness failure still yields a record
+            rec = {"head": head, "class": class_name, "result": "error", "stage": "sweep", "error": _error(e)}
+        _emit(rec)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
