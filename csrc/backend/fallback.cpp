@@ -11,6 +11,7 @@
 
 #include "backend/aliasing.h"
 #include "backend/generator.h"
+#include "backend/fallback.h"
 #include "backend/lowered_op.h"
 #include "exec/state.h"
 #include "exec/tensor_program.h"
@@ -55,16 +56,27 @@ bool is_generator_argument(const c10::Argument& a) {
          (type->kind() == c10::TypeKind::OptionalType && type->containedType(0)->kind() == c10::TypeKind::GeneratorType);
 }
 
-std::string label_of(const c10::OperatorHandle& op) {
+std::mutex g_warn_mu;
+std::set<std::string> g_warned;
+std::map<std::string, int64_t> g_fallbacks;  // guarded by g_warn_mu
+std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::kWarn)};
+
+}  // namespace
+
+std::string op_label(const c10::OperatorHandle& op) {
   const auto& n = op.schema().operator_name();
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
-std::mutex g_warn_mu;
-std::set<std::string> g_warned;
-std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::kWarn)};
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_warn_mu);
+  return g_fallbacks;
+}
 
-}  // namespace
+void clear_fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_warn_mu);
+  g_fallbacks.clear();
+}
 
 void set_fallback_policy(FallbackPolicy policy) { g_policy = static_cast<int>(policy); }
 FallbackPolicy fallback_policy() { return static_cast<FallbackPolicy>(g_policy.load()); }
@@ -100,7 +112,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &host_stack);
 
   // Mutated arguments: copy the host results back into the caller's tpu tensors.
-  const std::set<size_t>* extra = unannotated_writes(label_of(op));
+  const std::set<size_t>* extra = unannotated_writes(op_label(op));
   for (size_t i = 0; i < n; ++i) {
     const c10::AliasInfo* alias = arguments[i].alias_info();
     bool written = (alias != nullptr && alias->isWrite()) || (extra != nullptr && extra->count(i) > 0);
@@ -145,7 +157,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::string name = label_of(op);
+  std::string name = op_label(op);
   auto policy = static_cast<FallbackPolicy>(g_policy.load());
   TORCH_CHECK_NOT_IMPLEMENTED(policy != FallbackPolicy::kError, "The operator '", name,
                               "' has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running it on the CPU.");
@@ -157,13 +169,13 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     for (const c10::Argument& a : arguments) writes.push_back(a.alias_info() != nullptr && a.alias_info()->isWrite());
     check_overlaps_as_cpu(op, args, writes);
   }
-  count_fallback(op);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(g_warn_mu);
+    g_fallbacks[name]++;
+    first = g_warned.insert(name).second;
+  }
   if (policy == FallbackPolicy::kWarn) {
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(g_warn_mu);
-      first = g_warned.insert(name).second;
-    }
     if (first) {
       TORCH_WARN("The operator '", name,
                  "' has no tpu lowering yet and runs on the CPU (copying its tensors); set TORCH_TPU_FALLBACK=silent "

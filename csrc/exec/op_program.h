@@ -3,6 +3,7 @@
 // structural cache keys on is noted in the op's OpFacts), checks become the program's device checks.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <string>
@@ -28,6 +29,29 @@ void for_each_tensor(const c10::IValue& v, const Fn& fn) {
   }
 }
 
+// `v` with every tensor in it (a tensor, a tensor list, an optional-tensor list) replaced by fn(tensor). A template,
+// not a std::function: it runs for every argument of every op.
+template <class Fn>
+c10::IValue map_tensors(const c10::IValue& v, const Fn& fn) {
+  if (v.isTensor()) return fn(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    out.reserve(v.toListRef().size());
+    for (const c10::IValue& e : v.toListRef()) out.push_back(fn(e.toTensor()));
+    return out;
+  }
+  // Any tensor element, not only the first: index lists may start with None.
+  if (v.isList() && std::any_of(v.toListRef().begin(), v.toListRef().end(),
+                                [](const c10::IValue& e) { return e.isTensor(); })) {
+    c10::List<std::optional<at::Tensor>> out;
+    out.reserve(v.toListRef().size());
+    for (const c10::IValue& e : v.toListRef()) {
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(fn(e.toTensor())) : std::nullopt);
+    }
+    return out;
+  }
+  return v;
+}
 // What PyTorch's meta kernel says an op returns: per output tensor, its dtype and sizes (or undefined/None).
 struct OutType {
   bool defined = false;

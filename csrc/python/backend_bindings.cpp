@@ -8,6 +8,7 @@
 #include "backend/generator.h"
 #include "exec/state.h"
 #include "backend/storage.h"
+#include "backend/host_ops.h"
 #include "backend/lowered_op.h"
 #include "backend/registry.h"
 #include "exec/graph.h"
