@@ -42,7 +42,7 @@ const std::vector<LoweringRow>& lowering_table() {
     add_bessel_rules(rows);
     add_erfcx_ndtri_zeta_rules(rows);
     add_igamma_rules(rows);
-    compute_in_common_dtype(rows);  // wraps the pointwise rows listed so far
+    compute_in_common_dtype(rows);  // wraps the rows that promote (LoweringRow::promotes)
     add_foreach_rules(rows);        // after the elementwise rows: foreach rules look them up
     add_fused_optimizer_rules(rows);
     return rows;

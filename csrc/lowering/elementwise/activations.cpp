@@ -380,7 +380,7 @@ void add_activation_rules(Rows& rows) {
   rows.push_back({{"glu_backward", "glu_backward.grad_input"}, glu_backward_rule});
   rows.push_back({{"_prelu_kernel"}, prelu_rule});
   rows.push_back({{"_prelu_kernel_backward"}, prelu_backward_rule});
-  rows.push_back({{"logit", "logit_", "logit.out"}, logit_rule});
+  rows.push_back(promoting({0}, {{"logit", "logit_", "logit.out"}, logit_rule}));
   rows.push_back({{"logit_backward", "logit_backward.grad_input"}, logit_backward_rule});
   rows.push_back({{"relu", "relu_"}, relu_rule});
   rows.push_back({{"leaky_relu", "leaky_relu_", "leaky_relu.out"}, leaky_relu_rule});

@@ -504,8 +504,8 @@ V nan_to_num_rule(OpContext& c) {
 }  // namespace
 
 void add_elementwise_rules(Rows& rows) {
-  rows.push_back({{"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"}, add_like("stablehlo.add"), add_checks(false)});
-  rows.push_back({{"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"}, add_like("stablehlo.subtract"), add_checks(true)});
+  rows.push_back(promoting({0, 1}, {{"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"}, add_like("stablehlo.add"), add_checks(false)}));
+  rows.push_back(promoting({0, 1}, {{"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"}, add_like("stablehlo.subtract"), add_checks(true)}));
   rows.push_back({{"rsub.Tensor", "rsub.Scalar"}, [](OpContext& c) -> V {  // other - alpha * self
                     TensorType o = c.out(0);
                     ElementType t = opmath_type(o.dtype);
@@ -513,55 +513,55 @@ void add_elementwise_rules(Rows& rows) {
                     if (c.has(2) && !c.is_unit(2)) a = c.b.binary("stablehlo.multiply", a, scalar_in_result_type(c, 2, t));
                     return {to_result(c, c.b.binary("stablehlo.subtract", b, a))};
                   }, add_checks(true)});
-  rows.push_back({{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, [](OpContext& c) -> V {
+  rows.push_back(promoting({0, 1}, {{"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"}, [](OpContext& c) -> V {
                     auto [a, b] = scaled_operands(c, opmath_type(c.out(0).dtype));
                     return {to_result(c, c.b.binary("stablehlo.multiply", a, b))};
-                  }});
-  rows.push_back({{"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
+                  }}));
+  rows.push_back(promoting({0, 1}, {{"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
                    "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode", "div_.Scalar_mode"},
-                  div_rule, reject_bool_division(false)});
-  rows.push_back({{"maximum", "maximum.out"}, binary_fn(nan_max)});  // max.other/max.out are composites of these
-  rows.push_back({{"minimum", "minimum.out"}, binary_fn(nan_min)});
-  rows.push_back({{"fmax", "fmax.out"}, binary_fn(fmax_value)});
-  rows.push_back({{"fmin", "fmin.out"}, binary_fn(fmin_value)});
-  rows.push_back({{"floor_divide", "floor_divide_.Tensor", "floor_divide.out", "floor_divide.Scalar", "floor_divide_.Scalar"},
-                  [](OpContext& c) -> V { return divide(c, "floor"); }, reject_bool_division(true)});
-  rows.push_back({{"fmod.Tensor", "fmod_.Tensor", "fmod.Scalar", "fmod_.Scalar", "fmod.Tensor_out", "fmod.Scalar_out"},
+                  div_rule, reject_bool_division(false)}));
+  rows.push_back(promoting({0, 1}, {{"maximum", "maximum.out"}, binary_fn(nan_max)}));  // max.other/max.out are composites of these
+  rows.push_back(promoting({0, 1}, {{"minimum", "minimum.out"}, binary_fn(nan_min)}));
+  rows.push_back(promoting({0, 1}, {{"fmax", "fmax.out"}, binary_fn(fmax_value)}));
+  rows.push_back(promoting({0, 1}, {{"fmin", "fmin.out"}, binary_fn(fmin_value)}));
+  rows.push_back(promoting({0, 1}, {{"floor_divide", "floor_divide_.Tensor", "floor_divide.out", "floor_divide.Scalar", "floor_divide_.Scalar"},
+                  [](OpContext& c) -> V { return divide(c, "floor"); }, reject_bool_division(true)}));
+  rows.push_back(promoting({0, 1}, {{"fmod.Tensor", "fmod_.Tensor", "fmod.Scalar", "fmod_.Scalar", "fmod.Tensor_out", "fmod.Scalar_out"},
                   [](OpContext& c) -> V {
                     reject_bool(c, "fmod");
                     auto [a, b] = operands(c, c.out(0).dtype);
                     check_integer_divisor(c, b);
                     return {c.b.binary("stablehlo.remainder", a, b)};
-                  }});
-  rows.push_back({{"remainder.Tensor", "remainder_.Tensor", "remainder.Scalar", "remainder_.Scalar",
+                  }}));
+  rows.push_back(promoting({0, 1}, {{"remainder.Tensor", "remainder_.Tensor", "remainder.Scalar", "remainder_.Scalar",
                    "remainder.Tensor_out", "remainder.Scalar_out"},
-                  remainder_rule});
-  rows.push_back({{"pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out", "pow.Tensor_Tensor", "pow_.Tensor",
+                  remainder_rule}));
+  rows.push_back(promoting({0, 1}, {{"pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out", "pow.Tensor_Tensor", "pow_.Tensor",
                    "pow.Tensor_Tensor_out", "pow.Scalar", "pow.Scalar_out"},
-                  pow_rule});
-  rows.push_back({{"atan2", "atan2_", "atan2.out"}, binary("stablehlo.atan2")});
+                  pow_rule}));
+  rows.push_back(promoting({0, 1}, {{"atan2", "atan2_", "atan2.out"}, binary("stablehlo.atan2")}));
 
   rows.push_back({{"neg", "neg_", "neg.out"}, unary("stablehlo.negate")});
   rows.push_back({{"abs", "abs_", "abs.out"}, abs_rule});
   rows.push_back({{"sign", "sign_", "sign.out", "sgn", "sgn_", "sgn.out"}, sign_rule});
-  rows.push_back({{"exp", "exp_", "exp.out"}, unary("stablehlo.exponential")});
-  rows.push_back({{"expm1", "expm1_", "expm1.out"}, unary("stablehlo.exponential_minus_one")});
-  rows.push_back({{"log", "log_", "log.out"}, unary("stablehlo.log")});
-  rows.push_back({{"log1p", "log1p_", "log1p.out"}, unary("stablehlo.log_plus_one")});
-  rows.push_back({{"sqrt", "sqrt_", "sqrt.out"}, unary("stablehlo.sqrt")});
-  rows.push_back({{"rsqrt", "rsqrt_", "rsqrt.out"}, unary("stablehlo.rsqrt")});
-  rows.push_back({{"sin", "sin_", "sin.out"}, unary("stablehlo.sine")});
-  rows.push_back({{"cos", "cos_", "cos.out"}, unary("stablehlo.cosine")});
-  rows.push_back({{"tan", "tan_", "tan.out"}, unary("stablehlo.tan")});
-  rows.push_back({{"tanh", "tanh_", "tanh.out"}, unary("stablehlo.tanh")});
-  rows.push_back({{"sigmoid", "sigmoid_", "sigmoid.out"}, unary("stablehlo.logistic")});
-  rows.push_back({{"erf", "erf_", "erf.out"}, [](OpContext& c) -> V { return {erf_value(c.b, c.operand(0, c.out(0).dtype, c.out(0).dims))}; }});
+  rows.push_back(promoting({0}, {{"exp", "exp_", "exp.out"}, unary("stablehlo.exponential")}));
+  rows.push_back(promoting({0}, {{"expm1", "expm1_", "expm1.out"}, unary("stablehlo.exponential_minus_one")}));
+  rows.push_back(promoting({0}, {{"log", "log_", "log.out"}, unary("stablehlo.log")}));
+  rows.push_back(promoting({0}, {{"log1p", "log1p_", "log1p.out"}, unary("stablehlo.log_plus_one")}));
+  rows.push_back(promoting({0}, {{"sqrt", "sqrt_", "sqrt.out"}, unary("stablehlo.sqrt")}));
+  rows.push_back(promoting({0}, {{"rsqrt", "rsqrt_", "rsqrt.out"}, unary("stablehlo.rsqrt")}));
+  rows.push_back(promoting({0}, {{"sin", "sin_", "sin.out"}, unary("stablehlo.sine")}));
+  rows.push_back(promoting({0}, {{"cos", "cos_", "cos.out"}, unary("stablehlo.cosine")}));
+  rows.push_back(promoting({0}, {{"tan", "tan_", "tan.out"}, unary("stablehlo.tan")}));
+  rows.push_back(promoting({0}, {{"tanh", "tanh_", "tanh.out"}, unary("stablehlo.tanh")}));
+  rows.push_back(promoting({0}, {{"sigmoid", "sigmoid_", "sigmoid.out"}, unary("stablehlo.logistic")}));
+  rows.push_back(promoting({0}, {{"erf", "erf_", "erf.out"}, [](OpContext& c) -> V { return {erf_value(c.b, c.operand(0, c.out(0).dtype, c.out(0).dims))}; }}));
   rows.push_back({{"floor", "floor_", "floor.out"}, rounding("stablehlo.floor", "floor")});
   rows.push_back({{"ceil", "ceil_", "ceil.out"}, rounding("stablehlo.ceil", "ceil")});
   rows.push_back({{"round", "round_", "round.out"}, rounding("stablehlo.round_nearest_even", "round")});
   rows.push_back({{"round.decimals", "round_.decimals", "round.decimals_out"}, round_decimals_rule});
   rows.push_back({{"trunc", "trunc_", "trunc.out"}, trunc_rule});
-  rows.push_back({{"reciprocal", "reciprocal_", "reciprocal.out"}, reciprocal_rule});
+  rows.push_back(promoting({0}, {{"reciprocal", "reciprocal_", "reciprocal.out"}, reciprocal_rule}));
 
   rows.push_back({{"eq.Tensor", "eq_.Tensor", "eq.Tensor_out", "eq.Scalar", "eq_.Scalar", "eq.Scalar_out"}, compare(CompareDirection::kEq)});
   rows.push_back({{"ne.Tensor", "ne_.Tensor", "ne.Tensor_out", "ne.Scalar", "ne_.Scalar", "ne.Scalar_out"}, compare(CompareDirection::kNe)});
@@ -599,8 +599,8 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"isneginf", "isneginf.out"}, signed_inf_rule(-1.0)});
   rows.push_back({{"nan_to_num", "nan_to_num_", "nan_to_num.out"}, nan_to_num_rule});
 
-  rows.push_back({{"where.self", "where.self_out"}, where_rule});
-  rows.push_back({{"clamp", "clamp_", "clamp.out", "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out"}, clamp_rule});
+  rows.push_back(promoting({1, 2}, {{"where.self", "where.self_out"}, where_rule}));
+  rows.push_back(promoting({0, 1, 2}, {{"clamp", "clamp_", "clamp.out", "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out"}, clamp_rule}));
   rows.push_back({{"clamp_min", "clamp_min_", "clamp_min.out", "clamp_min.Tensor", "clamp_min_.Tensor"}, [](OpContext& c) -> V {
                     if (!c.is_tensor(1)) reject_bool(c, "clamp_min");  // CPU: bool tensors with a tensor bound only
                     check_number_arg(c, 1);
@@ -614,9 +614,9 @@ void add_elementwise_rules(Rows& rows) {
   rows.push_back({{"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Tensor", "masked_fill_.Tensor"}, masked_fill_rule});
   rows.push_back({{"fill_.Scalar", "fill_.Tensor", "fill.Scalar", "fill.Tensor"}, fill_rule, check_fill_value});
   rows.push_back({{"zero_"}, zero_rule});
-  rows.push_back({{"lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", "lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out"}, lerp_rule});
-  rows.push_back({{"addcmul", "addcmul_", "addcmul.out"}, addc("stablehlo.multiply")});
-  rows.push_back({{"addcdiv", "addcdiv_", "addcdiv.out"}, addc("stablehlo.divide")});
+  rows.push_back(promoting({0, 1}, {{"lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", "lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out"}, lerp_rule}));
+  rows.push_back(promoting({0, 1, 2}, {{"addcmul", "addcmul_", "addcmul.out"}, addc("stablehlo.multiply")}));
+  rows.push_back(promoting({0, 1, 2}, {{"addcdiv", "addcdiv_", "addcdiv.out"}, addc("stablehlo.divide")}));
 }
 
 void check_fits(const c10::Scalar& v, at::ScalarType t) {

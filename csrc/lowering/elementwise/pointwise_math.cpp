@@ -258,38 +258,38 @@ V polar_rule(OpContext& c) {  // abs * cos(angle) + i abs * sin(angle), as std::
 }
 
 void add_math_rules(Rows& rows) {
-  rows.push_back({{"acos", "acos_", "acos.out"}, float_unary("acos", chlo_fn("acos"))});
-  rows.push_back({{"asin", "asin_", "asin.out"}, float_unary("asin", chlo_fn("asin"))});
-  rows.push_back({{"atan", "atan_", "atan.out"},
-                  float_unary("atan", [](HloBuilder& b, const Value& x) { return b.binary("stablehlo.atan2", x, k(b, 1, x)); })});
-  rows.push_back({{"acosh", "acosh_", "acosh.out"}, float_unary("acosh", chlo_fn("acosh"))});
-  rows.push_back({{"asinh", "asinh_", "asinh.out"}, float_unary("asinh", chlo_fn("asinh"))});
-  rows.push_back({{"atanh", "atanh_", "atanh.out"}, float_unary("atanh", chlo_fn("atanh"))});
-  rows.push_back({{"cosh", "cosh_", "cosh.out"}, float_unary("cosh", [](HloBuilder& b, const Value& x) { return hyperbolic(b, x, false); })});
-  rows.push_back({{"sinh", "sinh_", "sinh.out"}, float_unary("sinh", [](HloBuilder& b, const Value& x) { return hyperbolic(b, x, true); })});
-  rows.push_back({{"exp2", "exp2_", "exp2.out"}, float_unary("exp2", exp2_value)});
-  rows.push_back({{"log2", "log2_", "log2.out"}, float_unary("log2", log2_value)});
-  rows.push_back({{"log10", "log10_", "log10.out"}, float_unary("log10", [](HloBuilder& b, const Value& x) {
+  rows.push_back(promoting({0}, {{"acos", "acos_", "acos.out"}, float_unary("acos", chlo_fn("acos"))}));
+  rows.push_back(promoting({0}, {{"asin", "asin_", "asin.out"}, float_unary("asin", chlo_fn("asin"))}));
+  rows.push_back(promoting({0}, {{"atan", "atan_", "atan.out"},
+                  float_unary("atan", [](HloBuilder& b, const Value& x) { return b.binary("stablehlo.atan2", x, k(b, 1, x)); })}));
+  rows.push_back(promoting({0}, {{"acosh", "acosh_", "acosh.out"}, float_unary("acosh", chlo_fn("acosh"))}));
+  rows.push_back(promoting({0}, {{"asinh", "asinh_", "asinh.out"}, float_unary("asinh", chlo_fn("asinh"))}));
+  rows.push_back(promoting({0}, {{"atanh", "atanh_", "atanh.out"}, float_unary("atanh", chlo_fn("atanh"))}));
+  rows.push_back(promoting({0}, {{"cosh", "cosh_", "cosh.out"}, float_unary("cosh", [](HloBuilder& b, const Value& x) { return hyperbolic(b, x, false); })}));
+  rows.push_back(promoting({0}, {{"sinh", "sinh_", "sinh.out"}, float_unary("sinh", [](HloBuilder& b, const Value& x) { return hyperbolic(b, x, true); })}));
+  rows.push_back(promoting({0}, {{"exp2", "exp2_", "exp2.out"}, float_unary("exp2", exp2_value)}));
+  rows.push_back(promoting({0}, {{"log2", "log2_", "log2.out"}, float_unary("log2", log2_value)}));
+  rows.push_back(promoting({0}, {{"log10", "log10_", "log10.out"}, float_unary("log10", [](HloBuilder& b, const Value& x) {
                     return mul(b, log(b, x), k(b, 1 / M_LN10, x));
-                  })});
+                  })}));
   rows.push_back({{"frac", "frac_", "frac.out"}, frac_rule});
   rows.push_back({{"signbit", "signbit.out"}, signbit_rule});
   rows.push_back({{"angle", "angle.out"}, angle_rule});
-  rows.push_back({{"sinc", "sinc_", "sinc.out"}, sinc_rule});
-  rows.push_back({{"copysign.Tensor", "copysign_.Tensor", "copysign.out", "copysign.Scalar", "copysign_.Scalar",
+  rows.push_back(promoting({0}, {{"sinc", "sinc_", "sinc.out"}, sinc_rule}));
+  rows.push_back(promoting({0, 1}, {{"copysign.Tensor", "copysign_.Tensor", "copysign.out", "copysign.Scalar", "copysign_.Scalar",
                    "copysign.Scalar_out"},
-                  copysign_rule});
-  rows.push_back({{"xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", "xlogy.Scalar_Other", "xlogy_.Scalar_Other",
+                  copysign_rule}));
+  rows.push_back(promoting({0, 1}, {{"xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", "xlogy.Scalar_Other", "xlogy_.Scalar_Other",
                    "xlogy.OutScalar_Other", "xlogy.Scalar_Self", "xlogy.OutScalar_Self"},
-                  xlog_rule(false)});
-  rows.push_back({{"special_xlog1py", "special_xlog1py.out", "special_xlog1py.self_scalar",
+                  xlog_rule(false)}));
+  rows.push_back(promoting({0, 1}, {{"special_xlog1py", "special_xlog1py.out", "special_xlog1py.self_scalar",
                    "special_xlog1py.other_scalar", "special_xlog1py.self_scalar_out", "special_xlog1py.other_scalar_out"},
-                  xlog_rule(true)});
-  rows.push_back({{"hypot", "hypot_", "hypot.out"}, hypot_rule});
-  rows.push_back({{"logaddexp", "logaddexp.out"}, logaddexp_rule(false)});
-  rows.push_back({{"logaddexp2", "logaddexp2.out"}, logaddexp_rule(true)});
-  rows.push_back({{"nextafter", "nextafter_", "nextafter.out"}, nextafter_rule});
-  rows.push_back({{"heaviside", "heaviside_", "heaviside.out"}, heaviside_rule});
+                  xlog_rule(true)}));
+  rows.push_back(promoting({0, 1}, {{"hypot", "hypot_", "hypot.out"}, hypot_rule}));
+  rows.push_back(promoting({0, 1}, {{"logaddexp", "logaddexp.out"}, logaddexp_rule(false)}));
+  rows.push_back(promoting({0, 1}, {{"logaddexp2", "logaddexp2.out"}, logaddexp_rule(true)}));
+  rows.push_back(promoting({0, 1}, {{"nextafter", "nextafter_", "nextafter.out"}, nextafter_rule}));
+  rows.push_back(promoting({0, 1}, {{"heaviside", "heaviside_", "heaviside.out"}, heaviside_rule}));
   rows.push_back({{"complex", "complex.out"}, complex_rule});
   rows.push_back({{"polar", "polar.out"}, polar_rule});
 }

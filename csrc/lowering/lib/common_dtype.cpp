@@ -1,7 +1,6 @@
 #include "lowering/lib/common_dtype.h"
 
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 namespace torch_tpu {
@@ -63,56 +62,16 @@ LoweringRule in_common_dtype(LoweringRule rule, std::vector<size_t> operands) {
   };
 }
 
-// Functional overload name -> the arguments that take part in type promotion (numbers such as alpha do not).
-const std::unordered_map<std::string, std::vector<size_t>>& promoting_operands() {
-  static const std::unordered_map<std::string, std::vector<size_t>> table = [] {
-    std::unordered_map<std::string, std::vector<size_t>> m;
-    for (const char* name : {"add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor", "mul.Scalar",
-                             "div.Tensor", "div.Scalar", "div.Tensor_mode", "div.Scalar_mode", "atan2", "fmod.Tensor",
-                             "fmod.Scalar", "remainder.Tensor", "remainder.Scalar", "hypot", "xlogy.Tensor",
-                             "xlogy.Scalar_Other", "logaddexp", "logaddexp2", "nextafter", "copysign.Tensor",
-                             "copysign.Scalar", "pow.Tensor_Tensor", "pow.Tensor_Scalar", "floor_divide",
-                             "floor_divide.Scalar", "maximum", "minimum", "fmax", "fmin", "special_xlog1py",
-                             "special_zeta", "igamma", "igammac", "heaviside", "lerp.Scalar"}) {
-      m[name] = {0, 1};
-    }
-    for (const char* name : {"addcmul", "addcdiv", "lerp.Tensor", "clamp.Tensor"}) m[name] = {0, 1, 2};
-    // Float unary ops: computed in the input's dtype (an out= of another float dtype gets that result converted).
-    for (const char* name : {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos",
-                             "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "reciprocal",
-                             "sigmoid", "erf", "erfc", "erfinv", "lgamma", "digamma", "i0", "logit", "sinc", "deg2rad",
-                             "rad2deg", "special_i0e", "special_i1", "special_i1e", "special_ndtri", "special_log_ndtr",
-                             "special_erfcx", "special_entr", "special_expit", "special_ndtr", "mvlgamma"}) {
-      m[name] = {0};
-    }
-    m["polygamma"] = {1};  // polygamma(n, self)
-    m["where.self"] = {1, 2};
-    return m;
-  }();
-  return table;
-}
-
 }  // namespace
 
 void compute_in_common_dtype(std::vector<LoweringRow>& rows) {
-  const auto& table = promoting_operands();
   for (LoweringRow& row : rows) {
-    for (const std::string& name : row.names) {
-      auto it = table.find(name);
-      if (it == table.end()) continue;
-      row.rule = in_common_dtype(row.rule, it->second);
-      break;
-    }
+    if (!row.promotes.empty()) row.rule = in_common_dtype(row.rule, row.promotes);
   }
 }
 
 const std::vector<size_t>* promoting_operands_of(const LoweringRow& row) {
-  const auto& table = promoting_operands();
-  for (const std::string& name : row.names) {
-    auto it = table.find(name);
-    if (it != table.end()) return &it->second;
-  }
-  return nullptr;
+  return row.promotes.empty() ? nullptr : &row.promotes;
 }
 
 }  // namespace torch_tpu

@@ -10,11 +10,10 @@
 
 namespace torch_tpu {
 
-// Wraps the rows of the pointwise ops whose operands promote together (e.g. add/mul/atan2/addcmul/where).
+// Wraps the rule of every row with LoweringRow::promotes set.
 void compute_in_common_dtype(std::vector<LoweringRow>& rows);
 
-// The arguments that take part in type promotion for the overloads of `row` when it is one of those ops; else
-// nullptr.
+// The arguments that take part in type promotion for the overloads of `row` (its `promotes`); nullptr when none do.
 const std::vector<size_t>* promoting_operands_of(const LoweringRow& row);
 
 }  // namespace torch_tpu

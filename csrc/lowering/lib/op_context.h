@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hlo/builder.h"
@@ -117,7 +118,17 @@ struct LoweringRow {
   LoweringRule rule;
   ArgumentPrep prepare = nullptr;   // optional
   ArgumentFilter applies = nullptr;  // optional: every call when absent
+  // Pointwise ops whose operands promote together (add, atan2, addcmul, where, ...): the arguments that take part
+  // (numbers such as alpha do not). The rule is then written for results of their common dtype; table.cpp wraps it
+  // to compute in that dtype and convert once, as TensorIterator does for in-place and out= calls of another dtype.
+  std::vector<size_t> promotes = {};
 };
+
+// A row whose `operands` promote together (sets LoweringRow::promotes).
+inline LoweringRow promoting(std::vector<size_t> operands, LoweringRow row) {
+  row.promotes = std::move(operands);
+  return row;
+}
 
 // Shared pieces of rules.
 int64_t normalize_dim(int64_t dim, int64_t rank);

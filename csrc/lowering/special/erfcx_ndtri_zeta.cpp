@@ -427,12 +427,12 @@ V zeta_rule(OpContext& c) {
 }  // namespace
 
 void add_erfcx_ndtri_zeta_rules(std::vector<LoweringRow>& rows) {
-  rows.push_back({{"special_erfcx", "special_erfcx.out"}, unary_rule("erfcx", erfcx)});
-  rows.push_back({{"special_log_ndtr", "special_log_ndtr.out"}, unary_rule("log_ndtr", log_ndtr)});
-  rows.push_back({{"special_ndtri", "special_ndtri.out"}, unary_rule("ndtri", ndtri)});
-  rows.push_back({{"special_zeta", "special_zeta.out", "special_zeta.self_scalar", "special_zeta.self_scalar_out",
+  rows.push_back(promoting({0}, {{"special_erfcx", "special_erfcx.out"}, unary_rule("erfcx", erfcx)}));
+  rows.push_back(promoting({0}, {{"special_log_ndtr", "special_log_ndtr.out"}, unary_rule("log_ndtr", log_ndtr)}));
+  rows.push_back(promoting({0}, {{"special_ndtri", "special_ndtri.out"}, unary_rule("ndtri", ndtri)}));
+  rows.push_back(promoting({0, 1}, {{"special_zeta", "special_zeta.out", "special_zeta.self_scalar", "special_zeta.self_scalar_out",
                    "special_zeta.other_scalar", "special_zeta.other_scalar_out"},
-                  zeta_rule});
+                  zeta_rule}));
 }
 
 }  // namespace torch_tpu

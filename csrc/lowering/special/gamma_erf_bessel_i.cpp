@@ -211,16 +211,16 @@ Value i1e_value(HloBuilder& b, const Value& x) { return bessel_i(b, x, 1, true);
 }  // namespace
 
 void add_special_rules(Rows& rows) {
-  rows.push_back({{"lgamma", "lgamma_", "lgamma.out"}, special_unary("lgamma", lgamma_value)});
-  rows.push_back({{"digamma", "digamma_", "digamma.out"}, special_unary("digamma", digamma_value)});
-  rows.push_back({{"polygamma", "polygamma.out"}, polygamma_rule});
-  rows.push_back({{"erfinv", "erfinv_", "erfinv.out"}, special_unary("erfinv", erfinv_value)});
-  rows.push_back({{"erfc", "erfc_", "erfc.out"}, special_unary("erfc", erfc_value)});
-  rows.push_back({{"special_entr", "special_entr.out"}, special_unary("special_entr", entr_value)});
-  rows.push_back({{"i0", "i0_", "i0.out"}, special_unary("i0", i0_value)});
-  rows.push_back({{"special_i0e", "special_i0e.out"}, special_unary("special_i0e", i0e_value)});
-  rows.push_back({{"special_i1", "special_i1.out"}, special_unary("special_i1", i1_value)});
-  rows.push_back({{"special_i1e", "special_i1e.out"}, special_unary("special_i1e", i1e_value)});
+  rows.push_back(promoting({0}, {{"lgamma", "lgamma_", "lgamma.out"}, special_unary("lgamma", lgamma_value)}));
+  rows.push_back(promoting({0}, {{"digamma", "digamma_", "digamma.out"}, special_unary("digamma", digamma_value)}));
+  rows.push_back(promoting({1}, {{"polygamma", "polygamma.out"}, polygamma_rule}));
+  rows.push_back(promoting({0}, {{"erfinv", "erfinv_", "erfinv.out"}, special_unary("erfinv", erfinv_value)}));
+  rows.push_back(promoting({0}, {{"erfc", "erfc_", "erfc.out"}, special_unary("erfc", erfc_value)}));
+  rows.push_back(promoting({0}, {{"special_entr", "special_entr.out"}, special_unary("special_entr", entr_value)}));
+  rows.push_back(promoting({0}, {{"i0", "i0_", "i0.out"}, special_unary("i0", i0_value)}));
+  rows.push_back(promoting({0}, {{"special_i0e", "special_i0e.out"}, special_unary("special_i0e", i0e_value)}));
+  rows.push_back(promoting({0}, {{"special_i1", "special_i1.out"}, special_unary("special_i1", i1_value)}));
+  rows.push_back(promoting({0}, {{"special_i1e", "special_i1e.out"}, special_unary("special_i1e", i1e_value)}));
 }
 
 }  // namespace torch_tpu

@@ -435,8 +435,8 @@ LoweringRule igamma_rule(bool upper) {
 }  // namespace
 
 void add_igamma_rules(std::vector<LoweringRow>& rows) {
-  rows.push_back({{"igamma", "igamma_", "igamma.out"}, igamma_rule(false)});
-  rows.push_back({{"igammac", "igammac_", "igammac.out"}, igamma_rule(true)});
+  rows.push_back(promoting({0, 1}, {{"igamma", "igamma_", "igamma.out"}, igamma_rule(false)}));
+  rows.push_back(promoting({0, 1}, {{"igammac", "igammac_", "igammac.out"}, igamma_rule(true)}));
 }
 
 }  // namespace torch_tpu
