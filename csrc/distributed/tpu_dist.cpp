@@ -97,6 +97,11 @@ std::function<void()> finish_reduction(std::shared_ptr<Stage> st, std::vector<at
   };
 }
 
+// Completion of any other collective: the copy back.
+std::function<void()> copy_back(const std::shared_ptr<Stage>& st) {
+  return [st] { st->finish(); };
+}
+
 template <class Opts>
 Opts with_op(const Opts& opts, const ReducePlan& plan) {
   Opts o = opts;
@@ -321,209 +326,193 @@ WorkPtr TpuDistBackend::launch(OpType type, WorkPtr host_work, std::vector<at::T
 
 
 // ---------------------------------------------------------------------------------------------------------------
-WorkPtr TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  auto agreement = agree(OpType::BROADCAST, tensors);
-  settle(tensors);
-  const bool root = rank_ == opts.rootRank;
+WorkPtr TpuDistBackend::collective(OpType type, const std::vector<at::Tensor>& agreed,
+                                   const std::vector<at::Tensor>& touched, std::vector<at::Tensor> outputs,
+                                   const std::function<HostCall(const StagePtr&)>& stage, bool shapes) {
+  auto agreement = agree(type, agreed, shapes);  // first: its round trip overlaps the staging copies
+  settle(touched);
   auto st = std::make_shared<Stage>(pool_);
-  auto host = root ? st->in(tensors) : st->out(tensors);
+  HostCall call = stage(st);
   agreement.verify();
-  auto work = on_host([&] { return host_->broadcast(host, opts); });
-  if (!root) st->back(tensors, host);
-  return launch(OpType::BROADCAST, work, tensors, [st] { st->finish(); });
+  auto work = on_host(call.run);
+  return launch(type, work, std::move(outputs), std::move(call.finish));
+}
+
+WorkPtr TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  return collective(OpType::BROADCAST, tensors, tensors, tensors, [&](const StagePtr& st) {
+    const bool root = rank_ == opts.rootRank;
+    auto host = root ? st->in(tensors) : st->out(tensors);
+    if (!root) st->back(tensors, host);
+    return HostCall{[=, this]() mutable { return host_->broadcast(host, opts); }, copy_back(st)};
+  });
 }
 
 WorkPtr TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  auto agreement = agree(OpType::ALLREDUCE, tensors);
-  settle(tensors);
-  auto st = std::make_shared<Stage>(pool_);
-  auto host = st->in_place(tensors);
-  auto plan = plan_reduce(opts.reduceOp, host);
-  agreement.verify();
-  auto work = on_host([&] { return host_->allreduce(host, with_op(opts, plan)); });
-  st->back(tensors, host);
-  return launch(OpType::ALLREDUCE, work, tensors, finish_reduction(st, host, plan, size_));
+  return collective(OpType::ALLREDUCE, tensors, tensors, tensors, [&](const StagePtr& st) {
+    auto host = st->in_place(tensors);
+    auto plan = plan_reduce(opts.reduceOp, host);
+    st->back(tensors, host);
+    return HostCall{[=, this]() mutable { return host_->allreduce(host, with_op(opts, plan)); },
+                    finish_reduction(st, host, plan, size_)};
+  });
 }
 
 WorkPtr TpuDistBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                             const c10d::AllreduceCoalescedOptions& opts) {
-  auto agreement = agree(OpType::ALLREDUCE_COALESCED, tensors);
-  settle(tensors);
-  auto st = std::make_shared<Stage>(pool_);
-  auto host = st->in(tensors);
-  auto plan = plan_reduce(opts.reduceOp, host);
-  agreement.verify();
-  auto work = on_host([&] { return host_->allreduce_coalesced(host, with_op(opts, plan)); });
-  st->back(tensors, host);
-  return launch(OpType::ALLREDUCE_COALESCED, work, tensors, finish_reduction(st, host, plan, size_));
+  return collective(OpType::ALLREDUCE_COALESCED, tensors, tensors, tensors, [&](const StagePtr& st) {
+    auto host = st->in(tensors);
+    auto plan = plan_reduce(opts.reduceOp, host);
+    st->back(tensors, host);
+    return HostCall{[=, this]() mutable { return host_->allreduce_coalesced(host, with_op(opts, plan)); },
+                    finish_reduction(st, host, plan, size_)};
+  });
 }
 
 WorkPtr TpuDistBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  auto agreement = agree(OpType::REDUCE, tensors);
-  settle(tensors);
-  const bool root = rank_ == opts.rootRank;
-  auto st = std::make_shared<Stage>(pool_);
-  auto host = st->in(tensors);
-  auto plan = plan_reduce(opts.reduceOp, host);
-  agreement.verify();
-  auto work = on_host([&] { return host_->reduce(host, with_op(opts, plan)); });
-  if (root) st->back(tensors, host);  // other ranks' tensors stay as they were
-  // Only the root's results are copied back, so only they are divided for AVG.
-  return launch(OpType::REDUCE, work, tensors,
-                finish_reduction(st, root ? host : std::vector<at::Tensor>{}, plan, size_));
+  return collective(OpType::REDUCE, tensors, tensors, tensors, [&](const StagePtr& st) {
+    const bool root = rank_ == opts.rootRank;
+    auto host = st->in(tensors);
+    auto plan = plan_reduce(opts.reduceOp, host);
+    if (root) st->back(tensors, host);  // other ranks' tensors stay as they were
+    // Only the root's results are copied back, so only they are divided for AVG.
+    return HostCall{[=, this]() mutable { return host_->reduce(host, with_op(opts, plan)); },
+                    finish_reduction(st, root ? host : std::vector<at::Tensor>{}, plan, size_)};
+  });
 }
 
 WorkPtr TpuDistBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                   const c10d::AllgatherOptions& opts) {
-  auto agreement = agree(OpType::ALLGATHER, inputs);
   auto out_flat = flatten(outputs);
-  settle(concat(inputs, out_flat));
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(inputs);
-  auto host_out = st->out(outputs);
-  agreement.verify();
-  auto work = on_host([&] { return host_->allgather(host_out, host_in, opts); });
-  st->back(outputs, host_out);
-  return launch(OpType::ALLGATHER, work, out_flat, [st] { st->finish(); });
+  return collective(OpType::ALLGATHER, inputs, concat(inputs, out_flat), out_flat, [&](const StagePtr& st) {
+    auto host_in = st->in(inputs);
+    auto host_out = st->out(outputs);
+    st->back(outputs, host_out);
+    return HostCall{[=, this]() mutable { return host_->allgather(host_out, host_in, opts); }, copy_back(st)};
+  });
 }
 
 WorkPtr TpuDistBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  auto agreement = agree(OpType::_ALLGATHER_BASE, {input, output});
-  settle({input, output});
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(input);
-  auto host_out = st->out(output);
-  agreement.verify();
-  auto work = on_host([&] { return host_->_allgather_base(host_out, host_in, opts); });
-  st->back(output, host_out);
-  return launch(OpType::_ALLGATHER_BASE, work, {output}, [st] { st->finish(); });
+  return collective(OpType::_ALLGATHER_BASE, {input, output}, {input, output}, {output}, [&](const StagePtr& st) {
+    auto host_in = st->in(input);
+    auto host_out = st->out(output);
+    st->back(output, host_out);
+    return HostCall{[=, this]() mutable { return host_->_allgather_base(host_out, host_in, opts); }, copy_back(st)};
+  });
 }
 
 WorkPtr TpuDistBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                             std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  auto agreement = agree(OpType::ALLGATHER_COALESCED, inputs);
   auto out_flat = flatten(outputs);
-  settle(concat(inputs, out_flat));
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(inputs);
-  auto host_out = st->out(outputs);
-  agreement.verify();
-  auto work = on_host([&] { return host_->allgather_coalesced(host_out, host_in, opts); });
-  st->back(outputs, host_out);
-  return launch(OpType::ALLGATHER_COALESCED, work, out_flat, [st] { st->finish(); });
+  return collective(OpType::ALLGATHER_COALESCED, inputs, concat(inputs, out_flat), out_flat, [&](const StagePtr& st) {
+    auto host_in = st->in(inputs);
+    auto host_out = st->out(outputs);
+    st->back(outputs, host_out);
+    return HostCall{[=, this]() mutable { return host_->allgather_coalesced(host_out, host_in, opts); },
+                    copy_back(st)};
+  });
 }
 
 WorkPtr TpuDistBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::AllgatherOptions& opts) {
-  auto agreement = agree(OpType::COALESCED, concat(inputs, outputs));
-  settle(concat(inputs, outputs));
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(inputs);
-  auto host_out = st->out(outputs);
-  agreement.verify();
-  auto work = on_host([&] { return host_->allgather_into_tensor_coalesced(host_out, host_in, opts); });
-  st->back(outputs, host_out);
-  return launch(OpType::COALESCED, work, outputs, [st] { st->finish(); });
+  auto all = concat(inputs, outputs);
+  return collective(OpType::COALESCED, all, all, outputs, [&](const StagePtr& st) {
+    auto host_in = st->in(inputs);
+    auto host_out = st->out(outputs);
+    st->back(outputs, host_out);
+    return HostCall{[=, this]() mutable { return host_->allgather_into_tensor_coalesced(host_out, host_in, opts); },
+                    copy_back(st)};
+  });
 }
 
 WorkPtr TpuDistBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                const c10d::GatherOptions& opts) {
-  auto agreement = agree(OpType::GATHER, inputs);
   auto out_flat = flatten(outputs);
-  settle(concat(inputs, out_flat));
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(inputs);
-  auto host_out = st->out(outputs);
-  agreement.verify();
-  auto work = on_host([&] { return host_->gather(host_out, host_in, opts); });
-  st->back(outputs, host_out);
-  return launch(OpType::GATHER, work, out_flat, [st] { st->finish(); });
+  return collective(OpType::GATHER, inputs, concat(inputs, out_flat), out_flat, [&](const StagePtr& st) {
+    auto host_in = st->in(inputs);
+    auto host_out = st->out(outputs);
+    st->back(outputs, host_out);
+    return HostCall{[=, this]() mutable { return host_->gather(host_out, host_in, opts); }, copy_back(st)};
+  });
 }
 
 WorkPtr TpuDistBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                 const c10d::ScatterOptions& opts) {
-  auto agreement = agree(OpType::SCATTER, outputs);
-  settle(concat(outputs, flatten(inputs)));
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(inputs);
-  auto host_out = st->out(outputs);
-  agreement.verify();
-  auto work = on_host([&] { return host_->scatter(host_out, host_in, opts); });
-  st->back(outputs, host_out);
-  return launch(OpType::SCATTER, work, outputs, [st] { st->finish(); });
+  return collective(OpType::SCATTER, outputs, concat(outputs, flatten(inputs)), outputs, [&](const StagePtr& st) {
+    auto host_in = st->in(inputs);
+    auto host_out = st->out(outputs);
+    st->back(outputs, host_out);
+    return HostCall{[=, this]() mutable { return host_->scatter(host_out, host_in, opts); }, copy_back(st)};
+  });
 }
 
 WorkPtr TpuDistBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                        const c10d::ReduceScatterOptions& opts) {
-  auto agreement = agree(OpType::REDUCE_SCATTER, concat(outputs, flatten(inputs)));
-  settle(concat(outputs, flatten(inputs)));
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(inputs);
-  ReducePlan plan{opts.reduceOp};
-  for (auto& list : host_in) plan = plan_reduce(opts.reduceOp, list);
-  auto host_out = st->out(outputs);
-  agreement.verify();
-  auto work = on_host([&] { return host_->reduce_scatter(host_out, host_in, with_op(opts, plan)); });
-  st->back(outputs, host_out);
-  return launch(OpType::REDUCE_SCATTER, work, outputs, finish_reduction(st, host_out, plan, size_));
+  auto all = concat(outputs, flatten(inputs));
+  return collective(OpType::REDUCE_SCATTER, all, all, outputs, [&](const StagePtr& st) {
+    auto host_in = st->in(inputs);
+    ReducePlan plan{opts.reduceOp};
+    for (auto& list : host_in) plan = plan_reduce(opts.reduceOp, list);
+    auto host_out = st->out(outputs);
+    st->back(outputs, host_out);
+    return HostCall{[=, this]() mutable { return host_->reduce_scatter(host_out, host_in, with_op(opts, plan)); },
+                    finish_reduction(st, host_out, plan, size_)};
+  });
 }
 
 WorkPtr TpuDistBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                              const c10d::ReduceScatterOptions& opts) {
-  auto agreement = agree(OpType::_REDUCE_SCATTER_BASE, {input, output});
-  settle({input, output});
-  auto st = std::make_shared<Stage>(pool_);
-  std::vector<at::Tensor> host_in{st->in(input)};
-  auto plan = plan_reduce(opts.reduceOp, host_in);
-  auto host_out = st->out(output);
-  agreement.verify();
-  auto work = on_host([&] { return host_->_reduce_scatter_base(host_out, host_in[0], with_op(opts, plan)); });
-  st->back(output, host_out);
-  return launch(OpType::_REDUCE_SCATTER_BASE, work, {output}, finish_reduction(st, {host_out}, plan, size_));
+  return collective(OpType::_REDUCE_SCATTER_BASE, {input, output}, {input, output}, {output}, [&](const StagePtr& st) {
+    std::vector<at::Tensor> host_in{st->in(input)};
+    auto plan = plan_reduce(opts.reduceOp, host_in);
+    auto host_out = st->out(output);
+    st->back(output, host_out);
+    return HostCall{
+        [=, this]() mutable { return host_->_reduce_scatter_base(host_out, host_in[0], with_op(opts, plan)); },
+        finish_reduction(st, {host_out}, plan, size_)};
+  });
 }
 
 WorkPtr TpuDistBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::ReduceScatterOptions& opts) {
-  auto agreement = agree(OpType::COALESCED, concat(inputs, outputs));
-  settle(concat(inputs, outputs));
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(inputs);
-  auto plan = plan_reduce(opts.reduceOp, host_in);
-  auto host_out = st->out(outputs);
-  agreement.verify();
-  auto work = on_host([&] { return host_->reduce_scatter_tensor_coalesced(host_out, host_in, with_op(opts, plan)); });
-  st->back(outputs, host_out);
-  return launch(OpType::COALESCED, work, outputs, finish_reduction(st, host_out, plan, size_));
+  auto all = concat(inputs, outputs);
+  return collective(OpType::COALESCED, all, all, outputs, [&](const StagePtr& st) {
+    auto host_in = st->in(inputs);
+    auto plan = plan_reduce(opts.reduceOp, host_in);
+    auto host_out = st->out(outputs);
+    st->back(outputs, host_out);
+    return HostCall{[=, this]() mutable {
+                      return host_->reduce_scatter_tensor_coalesced(host_out, host_in, with_op(opts, plan));
+                    },
+                    finish_reduction(st, host_out, plan, size_)};
+  });
 }
 
 WorkPtr TpuDistBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                                       std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   const bool even = output_split_sizes.empty() && input_split_sizes.empty();
-  auto agreement = agree(OpType::ALLTOALL_BASE, {input, output}, even);
-  settle({input, output});
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(input);
-  auto host_out = st->out(output);
-  agreement.verify();
-  auto work = on_host(
-      [&] { return host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts); });
-  st->back(output, host_out);
-  return launch(OpType::ALLTOALL_BASE, work, {output}, [st] { st->finish(); });
+  auto stage = [&](const StagePtr& st) {
+    auto host_in = st->in(input);
+    auto host_out = st->out(output);
+    st->back(output, host_out);
+    return HostCall{[=, this]() mutable {
+                      return host_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts);
+                    },
+                    copy_back(st)};
+  };
+  return collective(OpType::ALLTOALL_BASE, {input, output}, {input, output}, {output}, stage, even);
 }
 
 WorkPtr TpuDistBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                  const c10d::AllToAllOptions& opts) {
-  auto agreement = agree(OpType::ALLTOALL, inputs, false);
-  settle(concat(inputs, outputs));
-  auto st = std::make_shared<Stage>(pool_);
-  auto host_in = st->in(inputs);
-  auto host_out = st->out(outputs);
-  agreement.verify();
-  auto work = on_host([&] { return host_->alltoall(host_out, host_in, opts); });
-  st->back(outputs, host_out);
-  return launch(OpType::ALLTOALL, work, outputs, [st] { st->finish(); });
+  auto stage = [&](const StagePtr& st) {
+    auto host_in = st->in(inputs);
+    auto host_out = st->out(outputs);
+    st->back(outputs, host_out);
+    return HostCall{[=, this]() mutable { return host_->alltoall(host_out, host_in, opts); }, copy_back(st)};
+  };
+  return collective(OpType::ALLTOALL, inputs, concat(inputs, outputs), outputs, stage, false);
 }
 
 WorkPtr TpuDistBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {

@@ -80,6 +80,8 @@ class HostPool {
 // The signature exchange of one collective (see check_agreement below). It is started before the operands are staged,
 // so its round trip overlaps the device->host copies; verify() waits for it and raises on every rank when they differ.
 // Ranks on one host exchange through a shared-memory mailbox (mailbox.h), others through a Gloo all-gather.
+class Stage;  // staging.h
+
 class Agreement {
  public:
   Agreement() = default;  // nothing to check
@@ -176,6 +178,20 @@ class TpuDistBackend : public c10d::Backend {
   [[nodiscard]] Agreement agree(c10d::OpType type, const std::vector<at::Tensor>& tensors, bool shapes = true);
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, c10::intrusive_ptr<c10d::Work> host_work,
                                         std::vector<at::Tensor> outputs, std::function<void()> finish);
+
+  using StagePtr = std::shared_ptr<Stage>;
+  // What staging hands back: the host collective to run on the host twins, and what completes the work afterwards
+  // (the copies back, AVG's division).
+  struct HostCall {
+    std::function<c10::intrusive_ptr<c10d::Work>()> run;
+    std::function<void()> finish;
+  };
+  // One collective, the way every one but send/recv runs: start the agreement check on `agreed`, settle the pending
+  // works that write `touched`, `stage` the host twins (copies in, buffers out, the pairs to copy back), verify the
+  // agreement, run the host collective with the Python objects set aside, and launch a work over `outputs`.
+  c10::intrusive_ptr<c10d::Work> collective(c10d::OpType type, const std::vector<at::Tensor>& agreed,
+                                            const std::vector<at::Tensor>& touched, std::vector<at::Tensor> outputs,
+                                            const std::function<HostCall(const StagePtr&)>& stage, bool shapes = true);
 
   c10::intrusive_ptr<c10d::Backend> host_;
   c10::intrusive_ptr<Options> options_;
