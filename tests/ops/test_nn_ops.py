@@ -409,3 +409,46 @@ def test_multilabel_margin_loss(reduction: str) -> None:
     check(lambda a, t: torch.ops.aten.multilabel_margin_loss_forward(a, t, 1)[1], x, y, grad=False)  # is_target
     with pytest.raises(RuntimeError, match="'target' is out of range"):
         F.multilabel_margin_loss(x.to("tpu"), torch.full((4, 5), 5).to("tpu")).cpu()
+
+
+# ---- weight norm ----
+
+
+@pytest.mark.parametrize(("shape", "dim"), [((6, 4, 3), 0), ((6, 4, 3), 2), ((5, 7), 0), ((5, 7), -1)])
+def test_weight_norm_interface(shape, dim):
+    # torch._weight_norm takes the fused _weight_norm_interface (and its backward) for the first and the last dim.
+    kept = [s if i == dim % len(shape) else 1 for i, s in enumerate(shape)]
+    check(
+        lambda v, gain: torch._weight_norm(v, gain, dim % len(shape)),
+        r(*shape),
+        r(*kept).abs() + 0.5,
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    lowered = torch_tpu.metrics()["lowered_ops"]
+    assert lowered.get("aten::_weight_norm_interface", 0) == 1
+    assert lowered.get("aten::_weight_norm_interface_backward", 0) == 1
+
+
+def test_weight_norm_interface_norms_and_bfloat16():
+    v, gain = r(4, 3, 2), r(4, 1, 1)
+    check(lambda a, b: torch._weight_norm_interface(a, b, 0), v, gain, grad=False, rtol=1e-5, atol=1e-6)
+    check(
+        lambda a, b: torch._weight_norm_interface(a, b, 2),
+        v.bfloat16(),
+        r(1, 1, 2).bfloat16(),
+        grad=False,
+        rtol=2e-2,
+        atol=2e-2,
+    )  # the norms come back in float32, as CPU keeps them
+
+
+def test_weight_norm_parametrized_conv_trains_like_cpu():
+    conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(3, 4, 3), dim=2)
+
+    def call(x, g0, v, bias):
+        params = {"parametrizations.weight.original0": g0, "parametrizations.weight.original1": v, "bias": bias}
+        return functional_call(conv, params, (x,))
+
+    w = conv.parametrizations.weight
+    check(call, r(2, 3, 8), w.original0.detach(), w.original1.detach(), conv.bias.detach(), rtol=1e-4, atol=1e-5)

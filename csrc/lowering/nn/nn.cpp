@@ -340,6 +340,51 @@ V dropout_backward_rule(OpContext& c) {  // native_dropout_backward(grad_output,
   return {b.select(keep, scaled, zeros(b, o))};
 }
 
+// ---- weight norm ----
+
+// The dims of a weight-norm operand with every dim but `dim` reduced to 1 (the shape of g and of the norms).
+std::vector<int64_t> kept_shape(const std::vector<int64_t>& dims, int64_t dim) {
+  std::vector<int64_t> kept(dims.size(), 1);
+  kept[dim] = dims[dim];
+  return kept;
+}
+
+int64_t weight_norm_dim(OpContext& c, size_t i, int64_t rank) {
+  int64_t dim = c.integer(i);
+  return dim < 0 ? dim + rank : dim;
+}
+
+// _weight_norm_interface(v, g, dim) -> (w, norms): w = v * g / ||v||, the 2-norm over every dim but `dim`; norms
+// has g's shape, in float for half-precision v as CPU keeps it.
+V weight_norm_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  Value v = b.convert(c.tensor(0), t);
+  int64_t rank = v.type.rank(), dim = weight_norm_dim(c, 2, rank);
+  std::vector<int64_t> kept = kept_shape(o.dims, dim);
+  Value norm = b.reshape(b.unary("stablehlo.sqrt", reduce_sum(b, mul(b, v, v), other_dims(rank, {dim}))), kept);
+  Value scale = div(b, b.reshape(b.convert(c.tensor(1), t), kept), norm);
+  Value w = mul(b, v, b.broadcast_to(scale, o.dims));
+  return {b.convert(w, o.dtype), b.convert(b.reshape(norm, c.out(1).dims), c.out(1).dtype)};
+}
+
+// _weight_norm_interface_backward(grad_w, v, g, norms, dim) -> (grad_v, grad_g):
+// grad_g = sum(grad_w * v) / n and grad_v = (g / n) * (grad_w - v * grad_g / n), per slice along `dim`.
+V weight_norm_backward_rule(OpContext& c) {
+  HloBuilder& b = c.b;
+  TensorType o = c.out(0);
+  ElementType t = compute_type(o.dtype);
+  Value gw = b.convert(c.tensor(0), t), v = b.convert(c.tensor(1), t);
+  int64_t rank = v.type.rank(), dim = weight_norm_dim(c, 4, rank);
+  std::vector<int64_t> kept = kept_shape(o.dims, dim);
+  Value g = b.reshape(b.convert(c.tensor(2), t), kept), n = b.reshape(b.convert(c.tensor(3), t), kept);
+  Value grad_g = div(b, b.reshape(reduce_sum(b, mul(b, gw, v), other_dims(rank, {dim})), kept), n);
+  Value inner = sub(b, gw, mul(b, v, b.broadcast_to(div(b, grad_g, n), o.dims)));
+  Value grad_v = mul(b, b.broadcast_to(div(b, g, n), o.dims), inner);
+  return {b.convert(grad_v, o.dtype), b.convert(b.reshape(grad_g, c.out(1).dims), c.out(1).dtype)};
+}
+
 }  // namespace
 
 void add_nn_rules(Rows& rows) {
@@ -366,6 +411,8 @@ void add_nn_rules(Rows& rows) {
   rows.push_back({{"native_layer_norm", "native_layer_norm.out"}, layer_norm_rule});
   rows.push_back({{"native_layer_norm_backward", "native_layer_norm_backward.out"}, layer_norm_backward_rule});
   rows.push_back({{"native_dropout_backward", "native_dropout_backward.out"}, dropout_backward_rule});
+  rows.push_back({{"_weight_norm_interface", "_weight_norm_interface.out"}, weight_norm_rule});
+  rows.push_back({{"_weight_norm_interface_backward", "_weight_norm_interface_backward.out"}, weight_norm_backward_rule});
 }
 
 }  // namespace torch_tpu
