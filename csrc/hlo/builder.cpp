@@ -512,6 +512,15 @@ Value HloBuilder::custom_call(const std::string& target, const std::vector<Value
              "call_target_name = \"" + target + "\", api_version = 4 : i32, backend_config = {" + attributes + "}");
 }
 
+std::vector<Value> HloBuilder::call(const std::string& callee, const std::string& functions,
+                                    const std::vector<Value>& operands, const std::vector<TensorType>& results) {
+  if (results.empty()) fail(ErrorCode::kInvalidArgument, "hlo.call", "@" + callee + " must return at least one value");
+  bool known = false;
+  for (const auto& f : functions_) known = known || f.first == callee;
+  if (!known) functions_.emplace_back(callee, functions);
+  return op("func.call", operands, results, "callee = @" + callee);
+}
+
 std::string HloBuilder::build(const std::vector<Value>& results) const {
   std::ostringstream out;
   out << "module @torch_tpu {\n  func.func @main(";
@@ -524,7 +533,9 @@ std::string HloBuilder::build(const std::vector<Value>& results) const {
   out << ") -> (" << join_types(types) << ") {\n";
   out << main_body_.str();
   out << "    \"func.return\"(" << join_names(results) << ") : (" << join_types(types) << ") -> ()\n";
-  out << "  }\n}\n";
+  out << "  }\n";
+  for (const auto& f : functions_) out << f.second << "\n";
+  out << "}\n";
   return out.str();
 }
 

@@ -102,6 +102,11 @@ class HloBuilder {
   Value custom_call(const std::string& target, const std::vector<Value>& operands, const TensorType& result,
                     const std::string& attributes = "");
 
+  // Calls @`callee`, a function defined in `functions` (MLIR text of func.func definitions, added to the module once
+  // per callee; its symbols must not clash with another's), on `operands`; its results have the types `results`.
+  std::vector<Value> call(const std::string& callee, const std::string& functions, const std::vector<Value>& operands,
+                          const std::vector<TensorType>& results);
+
   // The module text returning `results` from @main.
   std::string build(const std::vector<Value>& results) const;
 
@@ -146,6 +151,7 @@ class HloBuilder {
 
   int next_id_ = 0;
   std::vector<std::pair<TensorType, int>> args_;
+  std::vector<std::pair<std::string, std::string>> functions_;  // callee -> definitions, in the order first called
   std::vector<std::ostringstream*> bodies_;  // innermost region last; empty = @main's body
   std::ostringstream main_body_;
   int indent_ = 4;

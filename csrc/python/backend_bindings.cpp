@@ -11,6 +11,7 @@
 #include "backend/host_ops.h"
 #include "backend/lowered_op.h"
 #include "backend/registry.h"
+#include "backend/stablehlo_call.h"
 #include "exec/graph.h"
 #include "exec/tensor_program.h"
 #include "lowering/lib/views.h"
@@ -138,6 +139,7 @@ void bind_backend(py::module_& m) {
     Value storage = b.arg(TensorType{dtype, {static_cast<int64_t>(t.storage().nbytes()) / element_size(dtype)}});
     return b.build({read_view(b, storage, ViewSpec{t.sizes().vec(), t.strides().vec(), t.storage_offset()})});
   });
+  m.def("_stablehlo_call", &record_stablehlo_call);
   m.def("_set_inplace_donation", &set_inplace_donation);
   m.def("_inplace_donation", &inplace_donation);
   m.def("_release_finished", &release_all_finished, py::call_guard<py::gil_scoped_release>());

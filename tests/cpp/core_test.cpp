@@ -65,6 +65,35 @@ void test_add_program(const Client& client, CompileCache& cache) {
   expect(sum_out == 122.5f, "reduce program value");
 }
 
+// A function defined in other MLIR text (as a JAX export gives it, pretty-printed), called twice: it is added to
+// the module once and both calls compute with it.
+void test_called_function(const Client& client, CompileCache& cache) {
+  const std::string functions =
+      "  func.func private @lib_main(%arg0: tensor<3xf32>, %arg1: tensor<3xf32>) -> (tensor<3xf32> "
+      "{jax.result_info = \"result\"}) {\n"
+      "    %0 = stablehlo.multiply %arg0, %arg1 : tensor<3xf32>\n"
+      "    %1 = call @lib_helper(%0) : (tensor<3xf32>) -> tensor<3xf32>\n"
+      "    return %1 : tensor<3xf32>\n  }\n"
+      "  func.func private @lib_helper(%arg0: tensor<3xf32>) -> tensor<3xf32> {\n"
+      "    %0 = stablehlo.negate %arg0 : tensor<3xf32>\n    return %0 : tensor<3xf32>\n  }";
+  HloBuilder b;
+  TensorType t{ElementType::kF32, {3}};
+  Value x = b.arg(t);
+  Value once = b.call("lib_main", functions, {x, x}, {t})[0];
+  Value twice = b.call("lib_main", functions, {once, x}, {t})[0];
+  std::string text = b.build({twice});
+  size_t first = text.find("@lib_helper(%arg0");
+  expect(first != std::string::npos && text.find("@lib_helper(%arg0", first + 1) == std::string::npos,
+         "a called function's text is added once");
+  std::vector<float> in = {1, 2, -3};
+  auto buffer = client.buffer_from_host(in.data(), ElementType::kF32, {3}, {}, 0);
+  ExecuteResult r = cache.get_or_compile(text)->execute({buffer.get()}, client.device(0).raw);
+  r.done.await();
+  std::vector<float> out(3);
+  r.outputs[0]->to_host(out.data(), sizeof(float) * 3);
+  expect(out == std::vector<float>({1, 8, -27}), "func.call results: -(-(x*x)*x) = x^3");
+}
+
 void test_malformed_program(CompileCache& cache) {
   try {
     cache.get_or_compile("module { this is not mlir }");
@@ -216,6 +245,7 @@ int main(int argc, char** argv) {
     test_round_trip(*client);
     test_add_program(*client, cache);
     test_malformed_program(cache);
+    test_called_function(*client, cache);
     test_elementwise_sinks_reshapes(*client, cache);
     test_ffi_custom_call(*client, cache);
   }

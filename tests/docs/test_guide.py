@@ -90,6 +90,7 @@ def test_guide_pages_exist() -> None:
         "profiling.md",
         "environment.md",
         "errors.md",
+        "jax_kernels.md",
     }
     assert expected <= names, sorted(expected - names)
     assert {p.name for p in EXECUTED} == expected - {"README.md"}

@@ -1,4 +1,4 @@
-"""The error both Pallas names raise until issue 31 lands."""
+"""The error of the Pallas names not implemented yet."""
 
 from __future__ import annotations
 
@@ -7,6 +7,6 @@ from typing import NoReturn
 
 def not_yet(name: str) -> NoReturn:
     raise NotImplementedError(
-        f"torch.tpu.pallas.{name} is not implemented in torch_tpu yet: running JAX / Pallas kernels on tpu tensors "
-        "needs a JAX-to-StableHLO bridge into torch_tpu's programs, which is issue 31 (see docs/anchor_api.md)"
+        f"torch.tpu.pallas.{name} is not implemented in torch_tpu yet: sharded JAX / Pallas kernels (a mesh over the "
+        "torch ranks) are issue 31's open part; unsharded ones run through torch.tpu.pallas.jax_op (docs/anchor_api.md)"
     )

@@ -1,4 +1,4 @@
-"""TorchTPU's `torch.tpu.pallas.get_pallas_mesh`; raises NotImplementedError until issue 31."""
+"""TorchTPU's `torch.tpu.pallas.get_pallas_mesh`; raises NotImplementedError (sharded kernels are not supported)."""
 
 from __future__ import annotations
 
@@ -16,5 +16,5 @@ def get_pallas_mesh(
     process_group: Any = None,
 ) -> NoReturn:
     """In TorchTPU, a `jax.sharding.Mesh` whose positions are the devices of the torch ranks. Here it raises
-    NotImplementedError (no JAX bridge yet)."""
+    NotImplementedError: jax_op runs unsharded kernels only."""
     not_yet("get_pallas_mesh")
