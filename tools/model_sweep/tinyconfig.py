@@ -67,7 +67,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 
 
 def _is_prob(key: str) -> bool:
-    return "dropout" in key or "drop_prob" in key or "drop_path" in key or key in _ZERO_PROB
+    if key in _ZERO_PROB or key.endswith(("pdrop", "_drop")):  # gpt2's resid_pdrop, ...
+        return True
+    return "dropout" in key or "drop_prob" in key or "drop_path" in key
 
 
 def _shrink_width(key: str, value: int) -> int | None:
