@@ -200,6 +200,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
   }
 
   g->exe_ = plan.exe;
+  g->text_ = std::move(plan.text);
   g->checks_ = plan.checks;
   g->precision_ = rec.precision;
   g->options_ = backend_state().cache->options_fingerprint();
@@ -251,6 +252,28 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
     return nullptr;
   }
   return g;
+}
+
+CapturedGraph::Program CapturedGraph::program() const {
+  Program p{text_, arg_inputs_, fixed_args_, {}, checks_.size()};
+  for (const Target& t : targets_) p.results.emplace_back(t.input, t.fresh);
+  return p;
+}
+
+std::vector<CapturedGraph::OutputView> CapturedGraph::output_views() const {
+  std::vector<OutputView> views;
+  for (const Output& o : outputs_) {
+    OutputView v;
+    v.none = o.kind == Output::kNone;
+    v.fresh = o.kind == Output::kFresh;
+    v.index = o.index;
+    v.dtype = o.dtype;
+    v.sizes = o.sizes;
+    v.strides = o.strides;
+    v.offset = o.offset;
+    views.push_back(std::move(v));
+  }
+  return views;
 }
 
 std::optional<std::vector<c10::IValue>> CapturedGraph::replay(const std::vector<c10::IValue>& inputs) const {

@@ -40,6 +40,27 @@ class CapturedGraph {
 
   int device() const { return device_; }
 
+  // The captured program as torch.export reads it: its text; per argument, the input whose storage it reads or
+  // (-1) a fixed buffer (a number of the capture); per result before the checks', the input whose storage it
+  // updates or the new storage it fills; per output, what it is (see Output).
+  struct Program {
+    std::string text;
+    std::vector<int> arg_inputs;
+    std::vector<std::shared_ptr<Buffer>> fixed_args;
+    std::vector<std::pair<int, int>> results;  // (input, fresh), one of them -1
+    size_t checks = 0;
+  };
+  Program program() const;
+  struct OutputView {
+    bool fresh = false;  // a new storage (index into the results' fresh), else an input (index) returned or viewed
+    int index = -1;
+    at::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+    bool none = false;
+  };
+  std::vector<OutputView> output_views() const;
+
  private:
   struct Input {
     c10::IValue number;  // a number or None input: compared by value
@@ -77,6 +98,7 @@ class CapturedGraph {
   std::vector<Output> outputs_;
   std::vector<int64_t> fresh_nbytes_;        // per new storage
   std::shared_ptr<Executable> exe_;
+  std::string text_;
   std::vector<int> arg_inputs_;              // per program argument: the input whose storage it reads, or -1
   std::vector<std::shared_ptr<Buffer>> fixed_args_;  // per program argument when arg_inputs_ is -1
   std::vector<Target> targets_;

@@ -318,7 +318,7 @@ void TensorProgram::run(ProgramPlan* plan) {
   std::shared_ptr<Executable> exe = state.cache->get_or_compile(text);
   std::vector<const void*> target_data;
   for (StorageSlot* s : targets) target_data.push_back(s->data);
-  if (plan != nullptr) *plan = ProgramPlan{exe, sources_, target_data, reports, donated};
+  if (plan != nullptr) *plan = ProgramPlan{exe, sources_, target_data, reports, donated, text};
   execute_plan(device_, *exe, args_, donated, target_data, reports, donating, [this] { release_storages(); });
 }
 

@@ -50,6 +50,7 @@ struct ProgramPlan {
   std::vector<const void*> targets;  // DeviceData per result, before the checks' results
   std::vector<CheckReport> checks;
   std::vector<size_t> donated;  // argument positions whose buffers the program reuses for results
+  std::string text;             // the program (torch.export keeps it)
 };
 
 // Runs `exe` on `args` and hands its results to `targets` (DeviceData), then reports the checks (two results each:

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "exec/recording.h"
 #include "exec/replay.h"
@@ -66,7 +67,32 @@ void bind_replay(py::module_& m) {
             if (!outs) return py::none();
             return to_list(*outs);
           },
-          "The outputs of one call on `args`, or None when they do not match the capture.");
+          "The outputs of one call on `args`, or None when they do not match the capture.")
+      .def(
+          "program",
+          [](const CapturedGraph& g) {
+            CapturedGraph::Program p = g.program();
+            py::list outputs;
+            for (const CapturedGraph::OutputView& v : g.output_views()) {
+              py::dict o;
+              o["kind"] = v.none ? "none" : v.fresh ? "fresh" : "input";
+              o["index"] = v.index;
+              o["dtype"] = v.dtype;
+              o["sizes"] = v.sizes;
+              o["strides"] = v.strides;
+              o["offset"] = v.offset;
+              outputs.append(o);
+            }
+            py::dict d;
+            d["text"] = p.text;
+            d["arg_inputs"] = p.arg_inputs;
+            d["fixed_args"] = p.fixed_args;  // Buffers (None where the argument is an input)
+            d["results"] = p.results;
+            d["checks"] = p.checks;
+            d["outputs"] = outputs;
+            return d;
+          },
+          "What torch.export reads: the program text, what its arguments and results are, and the outputs.");
   m.def("_capture_begin", &begin_capture, py::arg("device"));
   m.def(
       "_capture_end",

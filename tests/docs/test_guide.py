@@ -91,6 +91,7 @@ def test_guide_pages_exist() -> None:
         "environment.md",
         "errors.md",
         "jax_kernels.md",
+        "export.md",
     }
     assert expected <= names, sorted(expected - names)
     assert {p.name for p in EXECUTED} == expected - {"README.md"}

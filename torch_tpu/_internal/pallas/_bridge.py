@@ -10,15 +10,15 @@ kernels are lowered in interpret mode (plain StableHLO), on a TPU they keep thei
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
-import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from torch_tpu._internal import stablehlo_text
 
 _DTYPES = {
     torch.float32: "float32",
@@ -90,27 +90,6 @@ def platform() -> str:
     return "cuda" if name == "gpu" else "cpu"
 
 
-_FUNC = re.compile(r"func\.func\s+(?:public\s+|private\s+)?@([A-Za-z_][\w$.]*)\s*\(")
-
-
-def renamed_apart(text: str, tag: str) -> tuple[str, str]:
-    """The func.func definitions of a module's text with every symbol prefixed (unique to `text`), @main made
-    private, and the new name of @main."""
-    start = text.find("{", text.find("module"))
-    end = text.rfind("}")
-    if text.find("module") < 0 or start < 0 or end <= start:
-        raise RuntimeError(f"{tag}: JAX's lowering is not an MLIR module:\n{text[:300]}")
-    # skip the attribute dictionary of `module @x attributes {...} {`
-    header_end = text.find("\n", text.find("module"))
-    body = text[header_end + 1 : end]
-    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
-    prefix = re.sub(r"\W", "_", tag) + "_" + digest + "_"
-    for name in sorted(set(_FUNC.findall(body)), key=len, reverse=True):
-        body = re.sub(r"@" + re.escape(name) + r"(?![\w$.])", "@" + prefix + name, body)
-    body = re.sub(r"func\.func\s+public\s+@", "func.func private @", body)
-    return prefix + "main", body
-
-
 class Bridge:
     """A JAX function and its lowerings, keyed by the tensors' shapes and dtypes and the static arguments."""
 
@@ -180,7 +159,7 @@ class Bridge:
         except Exception as e:  # JAX's own errors: bad shapes, unsupported dtypes
             raise RuntimeError(f"{self.op}: JAX could not lower the function: {type(e).__name__}: {e}") from e
         leaves, tree = jax.tree_util.tree_flatten(out)
-        callee, functions = renamed_apart(text, self.op)
+        callee, functions = stablehlo_text.renamed_apart(text, self.op)
         lowered = Lowered(
             callee,
             functions,
@@ -284,4 +263,4 @@ def _eval_shape(bridge: Bridge, names: list[str], static: dict[str, Any], specs:
         raise RuntimeError(f"{bridge.op}: JAX could not infer the result shapes: {type(e).__name__}: {e}") from e
 
 
-__all__ = ["Bridge", "Call", "Lowered", "meta_results", "platform", "renamed_apart", "run"]
+__all__ = ["Bridge", "Call", "Lowered", "meta_results", "platform", "run"]
