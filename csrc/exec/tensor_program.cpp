@@ -411,6 +411,21 @@ at::Tensor copy_device_to_host(const at::Tensor& src) {
     std::memset(out.data_ptr(), 0, out.nbytes());  // never written: zeros
     return out;
   }
+  const auto elem = static_cast<int64_t>(element_size(dtype));
+  const int64_t buffer_numel = static_cast<int64_t>(buffer->byte_size()) / elem;
+  bool in_one_piece = src.is_contiguous() && !src.is_conj() && !src.is_neg() && buffer->element_type() == dtype &&
+                      src.storage_offset() + src.numel() <= buffer_numel;
+  if (!whole && in_one_piece && buffer_numel - src.numel() <= std::max<int64_t>(src.numel(), int64_t{1} << 16)) {
+    // A contiguous piece of a storage not much larger than it (a prefix of a padded result): the whole storage
+    // comes down and the piece is cut on the host, instead of a program per offset and length.
+    std::vector<uint8_t> all(static_cast<size_t>(buffer->byte_size()));
+    note_host_sync("to_cpu");
+    buffer->to_host(all.data(), all.size());
+    std::memcpy(out.data_ptr(), all.data() + src.storage_offset() * elem, static_cast<size_t>(out.nbytes()));
+    release_finished(src.device().index());
+    raise_deferred_checks(src.device().index());
+    return out;
+  }
   if (!(whole && buffer->element_type() == dtype)) {
     // Materialise the view (and reinterpret the storage's type) on the device first.
     TensorProgram p(src.device().index());

@@ -7,6 +7,8 @@ import io
 import pytest
 import torch
 
+import torch_tpu
+
 DTYPES = [
     torch.float32,
     torch.float64,
@@ -134,3 +136,16 @@ def test_module_state_dict_round_trip():
     m2.load_state_dict(torch.load(buf))
     x = torch.randn(5, 4, device="tpu")
     assert torch.equal(m(x).cpu(), m2(x).cpu())
+
+
+def test_contiguous_piece_of_a_storage_reads_without_a_program():
+    # A prefix or a row range of a storage comes down whole and is cut on the host: no program per offset/length.
+    x = torch.randn(100, 8)
+    t = x.to("tpu")
+    torch.tpu.synchronize()
+    before = torch_tpu.metrics()["executions"]
+    torch.testing.assert_close(t[3:40].cpu(), x[3:40])
+    torch.testing.assert_close(t.narrow(0, 97, 3).cpu(), x.narrow(0, 97, 3))
+    assert torch_tpu.metrics()["executions"] == before
+    torch.testing.assert_close(t[:, 2].cpu(), x[:, 2])  # strided: gathered by a program
+    torch.testing.assert_close(t.view(torch.int32)[5:9].cpu(), x.view(torch.int32)[5:9])
