@@ -416,16 +416,43 @@ def _pad(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:
     return F.pad(host, pad).to(t.device)
 
 
+def _upper_bound(gm: torch.fx.GraphModule, symbol: sympy.Symbol) -> int | None:
+    """The largest value `symbol` may take (mark_dynamic's max / upper_bound), when one was given."""
+    for n in gm.graph.nodes:
+        v = n.meta.get("val") if n.op == "placeholder" else None
+        sizes = [v] if isinstance(v, torch.SymInt) else list(v.shape) if isinstance(v, torch.Tensor) else []
+        for d in sizes:
+            if isinstance(d, torch.SymInt) and symbol in _expr(d).free_symbols:
+                upper = d.node.shape_env.var_to_range[symbol].upper
+                if not isinstance(upper, (int, sympy.Integer)):  # unbounded: int_oo
+                    return None
+                value = int(upper)
+                return value if value < 1 << 62 else None
+    return None
+
+
+def _capped(sizer: Callable[[int], int], bound: int | None) -> Callable[[int], int]:
+    """Buckets never beyond the bound: the largest program is the bound's size."""
+    if bound is None:
+        return sizer
+    return lambda length: min(sizer(length), max(bound, length))
+
+
 def try_bucketed(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], ladder: tuple[int, int] | None = None
 ) -> Callable[..., Any] | None:
     """A callable that runs `gm` with its dynamic sizes padded to buckets (those sizes for which padding is provably
     safe), or None when there is none: the graph then runs unpadded, one program per shape. `ladder` (number of
     buckets, step) picks TorchTPU's buckets (`StepLadder`, one per dynamic size) instead of `bucket_for`."""
-    plans = [p for p in (analyse(gm, sym) for sym in sorted(_symbols(gm), key=str)) if p is not None]
+    symbols = sorted(_symbols(gm), key=str)
+    analysed = [(sym, analyse(gm, sym)) for sym in symbols]
+    plans = [p for _, p in analysed if p is not None]
     if not plans:
         return None
-    sizers: list[Callable[[int], int]] = [StepLadder(*ladder) if ladder else bucket_for for _ in plans]
+    bounds = [_upper_bound(gm, sym) for sym, p in analysed if p is not None]
+    sizers: list[Callable[[int], int]] = [
+        _capped(StepLadder(*ladder) if ladder else bucket_for, bound) for bound in bounds
+    ]
 
     def forward(*args: Any) -> Any:
         return gm.forward(*args)  # looked up per call: the backend rewrites the graph after this analysis
