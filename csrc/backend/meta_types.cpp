@@ -43,44 +43,18 @@ std::vector<OutType> out_types_of(const torch::jit::Stack& returned) {
   return out;
 }
 
-void append_key(std::string& key, const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    if (!t.defined()) {
-      key += "U;";
-      return;
-    }
-    key += 'T';
-    append_int(key, static_cast<int>(t.scalar_type()));
-    key += t.is_cpu() ? 'c' : 'd';
-    if (t.unsafeGetTensorImpl()->is_wrapped_number()) key += 'w';
-    append_dims(key, t.sizes());
-    key += ';';
-  } else if (v.isTensorList() || v.isList()) {
-    key += '[';
-    for (const c10::IValue& e : v.toListRef()) append_key(key, e);
-    key += ']';
-  } else if (v.isNone()) {
-    key += "N;";
-  } else if (v.isInt()) {
-    key += 'i';
-    append_int(key, v.toInt());
-    key += ';';
-  } else if (v.isDouble()) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "d%a;", v.toDouble());
-    key += buf;
-  } else if (v.isBool()) {
-    key += v.toBool() ? "t;" : "f;";
-  } else if (v.isString()) {
-    key += "s" + v.toStringRef() + ";";
-  } else if (v.isDevice()) {
-    key += "D" + v.toDevice().str() + ";";
-  } else if (v.isGenerator()) {
-    key += "G;";
-  } else {
-    key += "?" + v.tagKind() + ";";
+// A tensor's part of a meta key: its dtype, host or device, wrapped number, and sizes.
+void append_meta_tensor(std::string& key, const at::Tensor& t) {
+  if (!t.defined()) {
+    key += "U;";
+    return;
   }
+  key += 'T';
+  append_int(key, static_cast<int>(t.scalar_type()));
+  key += t.is_cpu() ? 'c' : 'd';
+  if (t.unsafeGetTensorImpl()->is_wrapped_number()) key += 'w';
+  append_dims(key, t.sizes());
+  key += ';';
 }
 
 std::string meta_key(const std::string& name, const std::vector<MetaArgKind>& kinds, bool scalars_by_value,
@@ -97,7 +71,7 @@ std::string meta_key(const std::string& name, const std::vector<MetaArgKind>& ki
       for (const c10::IValue& e : a.toListRef()) key += e.isDouble() ? 'd' : e.isInt() ? 'i' : e.isBool() ? 'b' : 'c';
       key += ']';
     } else {
-      append_key(key, a);
+      append_ivalue_key(key, a, append_meta_tensor);
     }
   }
   return key;

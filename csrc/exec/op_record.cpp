@@ -15,6 +15,37 @@
 #include "exec/tensor_program.h"
 
 namespace torch_tpu {
+
+void append_ivalue_key(std::string& key, const c10::IValue& v, TensorKeyFn tensor) {
+  if (v.isTensor()) {
+    tensor(key, v.toTensor());
+  } else if (v.isList()) {
+    key += '[';
+    for (const c10::IValue& e : v.toListRef()) append_ivalue_key(key, e, tensor);
+    key += ']';
+  } else if (v.isNone()) {
+    key += "N;";
+  } else if (v.isInt()) {
+    key += 'i';
+    append_int(key, v.toInt());
+    key += ';';
+  } else if (v.isDouble()) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "d%a;", v.toDouble());
+    key += buf;
+  } else if (v.isBool()) {
+    key += v.toBool() ? "t;" : "f;";
+  } else if (v.isString()) {
+    key += "s" + v.toStringRef() + ";";
+  } else if (v.isDevice()) {
+    key += "D" + v.toDevice().str() + ";";
+  } else if (v.isGenerator()) {
+    key += "G;";
+  } else {
+    key += "?" + v.tagKind() + ";";
+  }
+}
+
 namespace {
 
 // A tensor's part of an op's structure: what the lowering of a read or write through it depends on.
@@ -40,37 +71,6 @@ void append_tensor_structure(std::string& key, const at::Tensor& t) {
     if (t.is_neg()) key += 'n';
   }
   key += ';';
-}
-
-// Everything a number, tensor or list argument contributes to the structure (numbers by kind, values elsewhere).
-void append_value(std::string& key, const c10::IValue& v) {
-  if (v.isTensor()) {
-    append_tensor_structure(key, v.toTensor());
-  } else if (v.isList()) {
-    key += '[';
-    for (const c10::IValue& e : v.toListRef()) append_value(key, e);
-    key += ']';
-  } else if (v.isNone()) {
-    key += "N;";
-  } else if (v.isInt()) {
-    key += 'i';
-    append_int(key, v.toInt());
-    key += ';';
-  } else if (v.isDouble()) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "d%a;", v.toDouble());
-    key += buf;
-  } else if (v.isBool()) {
-    key += v.toBool() ? "t;" : "f;";
-  } else if (v.isString()) {
-    key += "s" + v.toStringRef() + ";";
-  } else if (v.isDevice()) {
-    key += "D" + v.toDevice().str() + ";";
-  } else if (v.isGenerator()) {
-    key += "G;";
-  } else {
-    key += "?" + v.tagKind() + ";";
-  }
 }
 
 // The structure of a lowering-table call: its name, then per argument its tensors' types and views, the kind of
@@ -110,7 +110,7 @@ std::string call_structure(const LoweredCall& call, std::vector<int>& number_arg
       }
       s += ']';
     } else {
-      append_value(s, a);
+      append_ivalue_key(s, a, append_tensor_structure);
     }
   }
   s += ')';

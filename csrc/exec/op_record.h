@@ -22,6 +22,10 @@ class TensorProgram;
 // for every op).
 void append_int(std::string& s, int64_t v);
 void append_dims(std::string& s, c10::IntArrayRef dims);
+// One argument's piece of a key: tensors through `tensor` (each key decides what of a tensor counts), lists
+// element by element, numbers, strings, devices and None by value.
+using TensorKeyFn = void (*)(std::string& key, const at::Tensor& t);
+void append_ivalue_key(std::string& key, const c10::IValue& v, TensorKeyFn tensor);
 
 // A view of `t`'s storage with its sizes, strides and offset as they are now (later metadata changes to `t`, such
 // as resize_ or .data assignment, do not reach a recorded op); CPU scalars are copied (their values may change).
