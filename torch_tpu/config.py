@@ -64,6 +64,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TORCH_TPU_COMPILE_REPLAY", "torch.compile graphs rerun their captured program (0: op by op)", "1"),
     Variable("TORCH_TPU_HOST_KERNELS", "XLA-CPU: large matmuls/convolutions call torch's CPU kernels (XLA FFI)", "0"),
     Variable(
+        "TORCH_TPU_JAX_KERNELS",
+        "torch.tpu.ops.ragged_dot/splash_sdpa on tpu run their JAX kernels when JAX imports (0: torch references)",
+        "1",
+    ),
+    Variable(
         "TORCH_TPU_KEEP_HOST_HEAP",
         "XLA-CPU: glibc keeps freed memory for reuse (auto: when the process starts in fused mode)",
         "auto",
@@ -111,6 +116,7 @@ class Config:
     devices_per_host: int | None = None
     compile_replay: bool = True
     host_kernels: bool = False
+    jax_kernels: bool = True
     keep_host_heap: bool = True  # resolved: "auto" is on when the eager mode at start is fused
 
 
@@ -181,6 +187,7 @@ def load(env: dict[str, str] | None = None) -> Config:
         devices_per_host=_int_or_none("TORCH_TPU_DEVICES_PER_HOST", e.get("TORCH_TPU_DEVICES_PER_HOST")),
         compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
+        jax_kernels=_flag(e.get("TORCH_TPU_JAX_KERNELS", "1")),
         keep_host_heap=_keep_host_heap(e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), eager_mode),
     )
 

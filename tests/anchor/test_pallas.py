@@ -208,3 +208,13 @@ def test_no_jax_import() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_annotations_that_do_not_evaluate_are_read_one_by_one() -> None:
+    # `if TYPE_CHECKING: import jax` with postponed annotations (this module's, which exec inherits): "jax.Array"
+    # cannot be evaluated in the function's globals, "float" and "int | None" can
+    scope: dict = {}
+    exec("def scale(x: jax.Array, s: float, n: int | None = None) -> jax.Array:\n    return x * s", scope)
+    op = pallas.jax_op("torch_tpu_test::unresolved_annotations", scope["scale"])
+    x = torch.randn(3)
+    torch.testing.assert_close(op(x.to("tpu"), 2.5).cpu(), x * 2.5)

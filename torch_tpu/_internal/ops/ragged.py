@@ -2,10 +2,11 @@
 and `torch.tpu.ops.ragged_dot_weight_grad`.
 
 The rows of `lhs` form `g` consecutive groups whose sizes `group_sizes` holds; group `i` is multiplied by `rhs[i]`.
-These are reference implementations in plain torch ops: the row-to-group membership is computed on the device from
-`group_sizes` (no host read, so nothing waits in the fused eager mode), and the grouped product is one dense matmul
-of the rows spread over the `g` groups against `rhs` viewed as `(g*k, n)`. That costs `g` times the FLOPs of a
-grouped kernel, which is what XLA-CPU offers; on a TPU, TorchTPU uses a dedicated kernel. Rows past
+On tpu tensors with JAX importable, both run `jax.lax.ragged_dot` as a `jax_op` kernel (`jax_kernels.py`), whose
+lowering the JAX platform picks (a grouped kernel on a TPU). Otherwise these reference implementations in plain torch
+ops run: the row-to-group membership is computed on the device from `group_sizes` (no host read, so nothing waits in
+the fused eager mode), and the grouped product is one dense matmul of the rows spread over the `g` groups against
+`rhs` viewed as `(g*k, n)` (`g` times the FLOPs of a grouped kernel, as JAX's own CPU lowering does). Rows past
 `sum(group_sizes)` belong to no group: their result rows are zero, and they add nothing to the weight gradient.
 """
 
@@ -13,15 +14,21 @@ from __future__ import annotations
 
 import torch
 
+from torch_tpu._internal.ops import jax_kernels
+
 __all__ = ["ragged_dot", "ragged_dot_weight_grad"]
 
 
-def _membership(group_sizes: torch.Tensor, rows: int, dtype: torch.dtype) -> torch.Tensor:
-    """(rows, g) matrix: 1 where row r lies in group i, else 0."""
+def _check_group_sizes(group_sizes: torch.Tensor) -> None:
     if group_sizes.dim() != 1:
         raise ValueError(f"group_sizes must be 1D, got shape {tuple(group_sizes.shape)}")
     if group_sizes.dtype.is_floating_point or group_sizes.dtype.is_complex or group_sizes.dtype == torch.bool:
         raise TypeError(f"group_sizes must have an integer dtype, got {group_sizes.dtype}")
+
+
+def _membership(group_sizes: torch.Tensor, rows: int, dtype: torch.dtype) -> torch.Tensor:
+    """(rows, g) matrix: 1 where row r lies in group i, else 0."""
+    _check_group_sizes(group_sizes)
     ends = torch.cumsum(group_sizes.to(torch.int64), 0)
     starts = ends - group_sizes.to(torch.int64)
     r = torch.arange(rows, device=group_sizes.device, dtype=torch.int64).unsqueeze(1)
@@ -53,8 +60,11 @@ def ragged_dot(
         raise ValueError(f"ragged_dot: group_sizes must have shape ({g},), got {tuple(group_sizes.shape)}")
     if lhs.dtype != rhs.dtype:
         raise TypeError(f"ragged_dot: lhs and rhs must have the same dtype, got {lhs.dtype} and {rhs.dtype}")
-    member = _membership(group_sizes, lhs.shape[0], lhs.dtype)
-    result = _spread(lhs, member) @ rhs.reshape(g * k, n)
+    _check_group_sizes(group_sizes)
+    if jax_kernels.available(lhs, rhs):
+        result = jax_kernels.ragged_dot(lhs, rhs, group_sizes)
+    else:
+        result = _spread(lhs, _membership(group_sizes, lhs.shape[0], lhs.dtype)) @ rhs.reshape(g * k, n)
     if out is None:
         return result
     if out.shape != result.shape:
@@ -72,7 +82,10 @@ def ragged_dot_weight_grad(lhs: torch.Tensor, grad_output: torch.Tensor, group_s
             "ragged_dot_weight_grad: lhs (m, k) and grad_output (m, n) must be 2D with the same rows, got "
             f"{tuple(lhs.shape)} and {tuple(grad_output.shape)}"
         )
-    g = group_sizes.shape[0] if group_sizes.dim() == 1 else -1
+    _check_group_sizes(group_sizes)
+    if jax_kernels.available(lhs, grad_output):
+        return jax_kernels.ragged_dot_weight_grad(lhs, grad_output, group_sizes)
+    g = group_sizes.shape[0]
     member = _membership(group_sizes, lhs.shape[0], lhs.dtype)
     k, n = lhs.shape[1], grad_output.shape[1]
     return (_spread(lhs, member).transpose(0, 1) @ grad_output).reshape(g, k, n)

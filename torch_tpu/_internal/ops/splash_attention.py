@@ -1,16 +1,19 @@
-"""TorchTPU's `torch.tpu.ops.splash_sdpa`: attention with splash attention's masks, as a reference.
+"""TorchTPU's `torch.tpu.ops.splash_sdpa`: attention with splash attention's masks.
 
-TorchTPU runs JAX's Pallas splash-attention kernel here. That needs JAX and a TPU (and Pallas kernels are issue 31),
-so this is `torch.nn.functional.scaled_dot_product_attention` with the same masks: causal, sliding-window causal
-(query i sees keys i - local_window_size .. i), or full; MQA/GQA by repeating key/value heads. The block sizes,
-layouts and backward-kernel switches tune the kernel's tiling and memory use and cannot change the result, so they
-are validated and otherwise ignored. Inputs are `(batch, heads, seq, head_dim)`, queries and keys of one length.
+TorchTPU runs JAX's Pallas splash-attention kernel, which needs a TPU. Here, on tpu tensors with JAX importable, it
+runs `jax_kernels.flash_attention` (blockwise over `block_kv` keys with an online softmax, as a `jax_op`); otherwise
+`torch.nn.functional.scaled_dot_product_attention` with the same masks. Masks: causal, sliding-window causal (query
+i sees keys i - local_window_size .. i), or full; MQA/GQA by repeating key/value heads. The other block sizes,
+layouts and backward-kernel switches tune TorchTPU's kernel's tiling and memory use and cannot change the result, so
+they are validated and otherwise ignored. Inputs are `(batch, heads, seq, head_dim)`, queries and keys of one length.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from torch_tpu._internal.ops import jax_kernels
 
 __all__ = ["splash_sdpa"]
 
@@ -82,6 +85,10 @@ def splash_sdpa(
     if kv_heads != heads:
         k = k.repeat_interleave(heads // kv_heads, dim=1)
         v = v.repeat_interleave(heads // kv_heads, dim=1)
+    if jax_kernels.available(q, k, v):
+        return jax_kernels.flash_attention(
+            q, k, v, scale=scale, is_causal=is_causal, local_window_size=local_window_size, block_k=block_kv
+        )
     if local_window_size is not None:
         i = torch.arange(seq, device=q.device).unsqueeze(1)
         j = torch.arange(seq, device=q.device).unsqueeze(0)

@@ -126,13 +126,31 @@ def _return_kind(annotation: Any, fn_name: str) -> tuple[str, int]:
     )
 
 
+def _each_annotation_evaluated(target: Callable[..., Any]) -> inspect.Signature:
+    """The signature with each string annotation evaluated on its own where it can be (`float`, `int | None`), and
+    kept as text where it cannot (`jax.Array` under `if TYPE_CHECKING: import jax`: recognised by name)."""
+    sig = inspect.signature(target)
+    scope = dict(getattr(target, "__globals__", {}))
+
+    def evaluated(annotation: Any) -> Any:
+        if not isinstance(annotation, str):
+            return annotation
+        try:
+            return eval(annotation, scope)  # noqa: S307 - an annotation of the caller's own function
+        except Exception:  # noqa: BLE001 - unresolvable names stay text
+            return annotation
+
+    params = [p.replace(annotation=evaluated(p.annotation)) for p in sig.parameters.values()]
+    return sig.replace(parameters=params, return_annotation=evaluated(sig.return_annotation))
+
+
 def read_signature(fn: Callable[..., Any]) -> Signature:
     target = inspect.unwrap(fn)
     name = getattr(target, "__qualname__", repr(target))
     try:
         sig = inspect.signature(target, eval_str=True)
-    except (NameError, TypeError):
-        sig = inspect.signature(target)
+    except (NameError, TypeError, AttributeError):
+        sig = _each_annotation_evaluated(target)
     params = []
     for p in sig.parameters.values():
         if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
