@@ -52,3 +52,25 @@ def test_length_sweep_inside_the_bound(delta) -> None:
     assert d["bucketed_calls"] == 45, d  # every length but 32 and 48 ran padded
     for o, e in zip(outs, expected, strict=True):
         torch.testing.assert_close(o, e, rtol=1e-5, atol=1e-5)
+
+
+def test_a_length_outside_the_bounds_raises() -> None:
+    torch._dynamo.reset()
+    model = nn.Linear(8, 4)
+    tpu_model = nn.Linear(8, 4).to("tpu")
+    tpu_model.load_state_dict(model.state_dict())
+    compiled = torch.compile(tpu_model, backend="tpu")
+    with torch.no_grad():
+        for n, marked in ((5, True), (12, True), (20, True), (7, False)):  # an unmarked input inside the bound too
+            x = torch.randn(2, n, 8)
+            xt = x.to("tpu")
+            if marked:
+                mark_dynamic(xt, 1, lower_bound=4, upper_bound=20)
+            torch.testing.assert_close(compiled(xt).cpu(), model(x), rtol=1e-5, atol=1e-5)
+        for n in (30, 3):
+            with pytest.raises(Exception, match=rf"dim 1 of .* has length {n}, outside the bounds \[4, 20\]"):
+                compiled(torch.randn(2, n, 8).to("tpu"))
+    torch._dynamo.reset()  # frame ids are reused by new functions, whose first graphs start fresh
+    fresh = torch.compile(lambda t: t * 2, backend="tpu")
+    assert fresh(torch.ones(2, 30, 8).to("tpu")).shape == (2, 30, 8)
+    assert fresh(torch.ones(2, 31, 8).to("tpu")).shape == (2, 31, 8)

@@ -3,8 +3,9 @@
 `mark_dynamic(t, dim, lower_bound, upper_bound)` marks dims of an input as dynamic within bounds (Dynamo's
 `mark_dynamic` with min/max): a compiled graph is traced once with a symbolic size, and where padding is provably
 safe (compile/bucketing.py) each length runs padded to a bucket, the largest bucket being the upper bound, so a
-sweep over every length inside the bound compiles at most one program per bucket. A length outside the bounds fails
-Dynamo's guard and the graph is traced again. `get_dynamism_info(t)` says what is marked.
+sweep over every length inside the bound compiles at most one program per bucket. A length outside the bounds
+raises ValueError (`compile/bounds.py`) instead of tracing the graph again. `get_dynamism_info(t)` says what is
+marked.
 """
 
 from __future__ import annotations

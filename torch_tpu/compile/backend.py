@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from torch_tpu.compile import bucketing, counters
+from torch_tpu.compile import bounds, bucketing, counters
 from torch_tpu.compile.decompositions import tpu_decompositions
 from torch_tpu.compile.options import BackendOptions, TpuCompileDebug
 from torch_tpu.compile.options import parse as parse_options
@@ -181,6 +181,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], sessi
     `TpuBackend`)."""
     from torch._dynamo.backends.common import aot_autograd
 
+    bounds.check(gm, example_inputs)
     _count_compile()
     if session.debug is not None:
         session.debug.pre_autograd_fx_code.append(gm.code)
