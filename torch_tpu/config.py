@@ -15,7 +15,11 @@ class Variable:
 
 
 VARIABLES: tuple[Variable, ...] = (
-    Variable("TORCH_TPU_PJRT_PLUGIN", "path to a PJRT plugin .so (libtpu.so, XLA-CUDA, ...)", "the XLA-CPU wheel"),
+    Variable(
+        "TORCH_TPU_PJRT_PLUGIN",
+        "a PJRT plugin .so path, or tpu / cuda / cpu (the installed plugin of that kind)",
+        "discovered: libtpu, XLA-CUDA, XLA-CPU (each where its hardware is)",
+    ),
     Variable("TPU_VISIBLE_CHIPS", "comma-separated device indices this process may use", "all"),
     Variable("TORCH_TPU_EAGER_MODE", "debug (wait after every op) / strict (one program per op) / fused", "fused"),
     Variable(
@@ -64,6 +68,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TORCH_TPU_COMPILE_REPLAY", "torch.compile graphs rerun their captured program (0: op by op)", "1"),
     Variable("TORCH_TPU_HOST_KERNELS", "XLA-CPU: large matmuls/convolutions call torch's CPU kernels (XLA FFI)", "0"),
     Variable(
+        "TORCH_TPU_GPU_MEMORY_FRACTION",
+        "XLA-CUDA: the share of GPU memory the plugin may use (its memory_fraction option)",
+        "the plugin's own",
+    ),
+    Variable(
         "TORCH_TPU_JAX_KERNELS",
         "torch.tpu.ops.ragged_dot/splash_sdpa on tpu run their JAX kernels when JAX imports (0: torch references)",
         "1",
@@ -76,8 +85,64 @@ VARIABLES: tuple[Variable, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class Platform:
+    """What torch_tpu does differently per plugin kind (one row per kind; `client_options` computes the options)."""
+
+    kind: str
+    client_options: str
+    host_memory: bool  # device buffers are host memory: kept host heap, host kernels and zero-copy staging apply
+    cut_policy: str
+
+
+PLATFORMS = (
+    Platform(
+        "cpu",
+        "`cpu_device_count` = TORCH_TPU_CPU_DEVICES",
+        True,
+        "fused graphs cut where a program's compile time would exceed the host time it saves (XLA-CPU compiles "
+        "and runs on the same cores)",
+    ),
+    Platform(
+        "cuda",
+        "`preallocate` = false (no 75% reservation); `memory_fraction` = TORCH_TPU_GPU_MEMORY_FRACTION when set",
+        False,
+        "the same cut points; on a GPU the saved host dispatch per op, not the kernels, is what fusing buys",
+    ),
+    Platform(
+        "tpu",
+        "`ml_framework_name` = PyTorch, `ml_framework_version` = torch_tpu (libtpu's own init args: LIBTPU_INIT_ARGS)",
+        False,
+        "the same cut points; one program per step is the aim, as TorchTPU's DeferAndFuse",
+    ),
+)
+
+
+def platform(kind: str) -> Platform:
+    """The row of PLATFORMS for a plugin kind; a plugin of unknown kind (given by path) gets no options and no
+    host-memory features."""
+    for row in PLATFORMS:
+        if row.kind == kind:
+            return row
+    return Platform(kind, "none", False, "the same cut points")
+
+
+def client_options(kind: str, cfg: Config) -> dict[str, object]:
+    """The PJRT client-create options for a plugin kind, as the PLATFORMS table describes them."""
+    if kind == "cpu":
+        return {"cpu_device_count": cfg.cpu_devices}
+    if kind == "cuda":
+        options: dict[str, object] = {"preallocate": False}
+        if cfg.gpu_memory_fraction is not None:
+            options["memory_fraction"] = cfg.gpu_memory_fraction
+        return options
+    if kind == "tpu":
+        return {"ml_framework_name": "PyTorch", "ml_framework_version": "torch_tpu"}
+    return {}
+
+
 def markdown() -> str:
-    """The table of VARIABLES as docs/environment.md holds it."""
+    """The table of VARIABLES, then the PLATFORMS table, as docs/environment.md holds them."""
     lines = [
         "# Environment variables",
         "",
@@ -88,6 +153,17 @@ def markdown() -> str:
         "|---|---|---|",
     ]
     lines += [f"| `{v.name}` | {v.meaning} | {v.default} |" for v in VARIABLES]
+    lines += [
+        "",
+        "## Per plugin kind",
+        "",
+        "| plugin | client options | host-memory features (kept host heap, host kernels, zero-copy staging) | "
+        "graph cuts |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {p.kind} | {p.client_options} | {'yes' if p.host_memory else 'no'} | {p.cut_policy} |" for p in PLATFORMS
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -117,6 +193,7 @@ class Config:
     compile_replay: bool = True
     host_kernels: bool = False
     jax_kernels: bool = True
+    gpu_memory_fraction: float | None = None
     keep_host_heap: bool = True  # resolved: "auto" is on when the eager mode at start is fused
 
 
@@ -188,8 +265,21 @@ def load(env: dict[str, str] | None = None) -> Config:
         compile_replay=_flag(e.get("TORCH_TPU_COMPILE_REPLAY", "1")),
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
         jax_kernels=_flag(e.get("TORCH_TPU_JAX_KERNELS", "1")),
+        gpu_memory_fraction=_fraction("TORCH_TPU_GPU_MEMORY_FRACTION", e.get("TORCH_TPU_GPU_MEMORY_FRACTION")),
         keep_host_heap=_keep_host_heap(e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), eager_mode),
     )
+
+
+def _fraction(name: str, raw: str | None) -> float | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} must be a number in (0, 1]") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{name}={raw!r} must be in (0, 1]")
+    return value
 
 
 def _eager_mode(mode: str | None, defer_and_fuse: str | None, launch_blocking: str | None) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from torch_tpu import config, runtime
+from torch_tpu import config, plugins, runtime
 
 
 def report() -> str:
@@ -21,6 +21,10 @@ def report() -> str:
         return "\n".join(lines)
     client = rt.client
     lines.append(f"plugin:       {client.plugin_path}")
+    lines.append(f"  kind {rt.plugin_kind}: {rt.chosen_because}")
+    lines.extend(f"  passed over: {path}: {why}" for path, why in rt.rejected)
+    seen = {p.path for p in plugins.installed()}
+    lines.append(f"  installed:   {', '.join(sorted(seen)) or 'none'}")
     lines.append(f"PJRT API:     {client.api_version} (built against {_header_version()})")
     xla = client.plugin_attributes.get("xla_version")
     if xla:

@@ -5,14 +5,13 @@ Nothing here raises at import: a missing or broken plugin makes the device unava
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from torch_tpu import config
+from torch_tpu import config, plugins
 
 _lock = threading.Lock()
 _state: _Runtime | None = None
@@ -25,6 +24,9 @@ class _Runtime:
     cache: Any  # torch_tpu._C.CompileCache
     devices: list[dict[str, Any]]  # visible devices, in torch index order
     host_heap: str = "unchanged"  # the C allocator policy set for a host-memory plugin (see keep_host_heap)
+    plugin_kind: str = "cpu"  # tpu / cuda / cpu / path (torch_tpu.plugins)
+    chosen_because: str = ""  # which wheel or variable, and by what rule
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (plugin path, why it was passed over)
 
 
 class PluginUnavailableError(RuntimeError):
@@ -33,37 +35,8 @@ class PluginUnavailableError(RuntimeError):
 
 def default_plugin_path() -> str | None:
     """The XLA-CPU plugin shipped by the pinned `xla-cpu-pjrt` wheel, if installed."""
-    try:
-        spec = importlib.util.find_spec("xla_plugins.xla_cpu_pjrt")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.join(list(spec.submodule_search_locations)[0], "xla_cpu_pjrt.so")
-
-
-def plugin_candidates(cfg: config.Config) -> list[str]:
-    if cfg.pjrt_plugin:
-        return [cfg.pjrt_plugin]
-    default = default_plugin_path()
-    return [default] if default else []
-
-
-def _is_cpu_plugin(path: str) -> bool:
-    """Whether the plugin at `path` is XLA-CPU (judged by its file name, before it is loaded)."""
-    return "cpu" in os.path.basename(path).lower()
-
-
-def create_options(path: str, cfg: config.Config) -> dict[str, Any]:
-    """Plugin-specific client options: device count on CPU, no 75% preallocation on GPU."""
-    name = os.path.basename(path).lower()
-    if _is_cpu_plugin(path):
-        return {"cpu_device_count": cfg.cpu_devices}
-    if "cuda" in name or "gpu" in name:
-        return {"preallocate": False}
-    if "tpu" in name:
-        return {"ml_framework_name": "PyTorch", "ml_framework_version": "torch_tpu"}
-    return {}
+    cpu = [p for p in plugins.installed() if p.kind == "cpu"]
+    return cpu[0].path if cpu else None
 
 
 def _start() -> _Runtime:
@@ -72,44 +45,58 @@ def _start() -> _Runtime:
     # XLA plugins log INFO lines to stderr at client creation; keep them quiet unless the user asked for logs.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     cfg = config.load()
-    candidates = plugin_candidates(cfg)
-    if not candidates:
+    try:
+        choice = plugins.choose(cfg.pjrt_plugin)
+    except LookupError as exc:
+        raise PluginUnavailableError(str(exc)) from None
+    rejected = [(p.path, reason) for p, reason in choice.passed_over]
+    if not choice.candidates:
         raise PluginUnavailableError(
             "no PJRT plugin found: the xla-cpu-pjrt wheel is not installed and TORCH_TPU_PJRT_PLUGIN is unset. "
             "Fix: `pip install xla-cpu-pjrt==0.0.1` or set TORCH_TPU_PJRT_PLUGIN=/path/to/plugin.so"
         )
-    problems = []
-    for path in candidates:
+    for plugin in choice.candidates:
         host_heap = "unchanged"
-        if cfg.keep_host_heap and _is_cpu_plugin(path):
+        if cfg.keep_host_heap and config.platform(plugin.kind).host_memory:
             # Before the client starts its threads: XLA-CPU's buffers are host memory, and glibc's default of
             # mmap()ing large blocks and trimming freed ones costs ~25k page faults per GPT-2-small-like step.
             applied, detail = _C.keep_host_heap()
             host_heap = f"kept ({detail})" if applied else f"not kept ({detail})"
         try:
-            client = _C.Client.create(path, create_options(path, cfg))
+            client = _C.Client.create(plugin.path, config.client_options(plugin.kind, cfg))
         except RuntimeError as exc:
-            problems.append(f"{path}: {exc}")
+            rejected.append((plugin.path, f"load error: {exc}"))
             continue
-        devices = client.devices()
-        if cfg.visible_chips is not None:
-            devices = [d for d in devices if d["index"] in cfg.visible_chips]
-        cache = _C.CompileCache(client)
-        cache.capacity = cfg.program_cache
-        cache.allow_excess_precision = _xla_flag_true("xla_allow_excess_precision")
-        if cfg.cache_dir:
-            cache.disk_limit = cfg.cache_max_bytes
-            refused = cache.set_directory(os.path.join(cfg.cache_dir, client.platform_name))
-            if refused:  # its entries are native code: never run what another user could have written
-                warnings.warn(f"torch_tpu: compile cache on disk disabled: {refused}", stacklevel=2)
-        if cfg.dump_dir:
-            cache.set_dump_directory(cfg.dump_dir)
-        return _Runtime(client=client, cache=cache, devices=devices, host_heap=host_heap)
+        load_errors = [f"{path} ({why})" for path, why in rejected if why.startswith("load error")]
+        if load_errors:  # hardware was there but its plugin did not load: say so, then run on what did
+            warnings.warn(f"torch_tpu: running on the {plugin.kind} plugin; {'; '.join(load_errors)}", stacklevel=2)
+        return _started(client, cfg, host_heap, plugin, f"{plugin.source}, chosen by {choice.why}", rejected)
     raise PluginUnavailableError(
         "could not load a PJRT plugin; tried:\n  "
-        + "\n  ".join(problems)
+        + "\n  ".join(f"{path}: {why}" for path, why in rejected)
         + "\nFix: set TORCH_TPU_PJRT_PLUGIN to a valid PJRT plugin .so, or unset it to use the XLA-CPU wheel."
     )
+
+
+def _started(
+    client: Any, cfg: config.Config, host_heap: str, plugin: plugins.Plugin, why: str, rejected: list[tuple[str, str]]
+) -> _Runtime:
+    from torch_tpu import _C
+
+    devices = client.devices()
+    if cfg.visible_chips is not None:
+        devices = [d for d in devices if d["index"] in cfg.visible_chips]
+    cache = _C.CompileCache(client)
+    cache.capacity = cfg.program_cache
+    cache.allow_excess_precision = _xla_flag_true("xla_allow_excess_precision")
+    if cfg.cache_dir:
+        cache.disk_limit = cfg.cache_max_bytes
+        refused = cache.set_directory(os.path.join(cfg.cache_dir, client.platform_name))
+        if refused:  # its entries are native code: never run what another user could have written
+            warnings.warn(f"torch_tpu: compile cache on disk disabled: {refused}", stacklevel=3)
+    if cfg.dump_dir:
+        cache.set_dump_directory(cfg.dump_dir)
+    return _Runtime(client, cache, devices, host_heap, plugin.kind, why, rejected)
 
 
 def _xla_flag_true(name: str) -> bool:
