@@ -51,3 +51,24 @@ def test_tiny_configs_turn_every_dropout_off():
         config = tiny_config(model_type).to_dict()
         probs = {k: v for k, v in config.items() if isinstance(v, float) and ("drop" in k or k.endswith("_prob"))}
         assert probs and all(v == 0.0 for v in probs.values()), (model_type, probs)
+
+
+def test_constant_weights_get_seeded_noise():
+    # afmoe's router starts at zero: every expert scores 0.5 and topk's pick among ties is unspecified (CPU and tpu
+    # differ), which once showed as a mismatch of the whole model. The sweep breaks such ties the same way each run.
+    import torch
+
+    from tools.model_sweep.worker import _break_constant_weights
+
+    def build() -> torch.nn.Module:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+        torch.nn.init.zeros_(model[0].weight)
+        _break_constant_weights(model)
+        return model
+
+    a, b = build(), build()
+    for name, p in a.named_parameters():
+        assert p.unique().numel() == p.numel(), name  # no ties left
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    assert a[0].weight.abs().max() < 0.1  # small: the model stays what its init meant

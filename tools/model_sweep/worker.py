@@ -202,6 +202,18 @@ def _prepare_config(model_type: str, head: str) -> Any:
     return cfg
 
 
+def _break_constant_weights(model: Any) -> None:
+    """Adds small seeded noise to every floating parameter whose elements are all equal (a router or gate
+    initialised to zeros, a norm to ones). Such a model scores its experts or candidates in exact ties, and which of
+    tied elements topk/argmax pick is unspecified (CPU and every accelerator differ), so the comparison would test
+    tie-breaking, not the model. Both devices load the same perturbed weights."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel() > 1 and bool((p == p.reshape(-1)[0]).all()):
+                p.add_(torch.randn(p.shape, generator=g, dtype=torch.float32).to(p.dtype) * 0.02)
+
+
 def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
     import transformers
 
@@ -218,6 +230,7 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
     try:
         torch.manual_seed(0)
         original = cls(_prepare_config(model_type, head))
+        _break_constant_weights(original)
         inputs = make_inputs(original, head)
         labels = make_labels(original, head, inputs)
     except NotImplementedError as e:
