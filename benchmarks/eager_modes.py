@@ -38,7 +38,8 @@ import torch_tpu
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from train_char_transformer import CharTransformer  # noqa: E402
 
-MODES = ("debug", "strict", "fused", "cpu")
+MODES = ("debug", "strict", "fused", "cpu")  # "cpu": stock PyTorch eager on the baseline device
+BASELINE = {"device": "cpu"}  # --baseline cuda: stock PyTorch's CUDA eager on an NVIDIA host
 
 
 class GPTBlock(nn.Module):
@@ -171,7 +172,7 @@ def measure(work: Workload, mode: str, warmup: int, steps: int) -> dict[str, flo
     on_tpu = mode != "cpu"
     if on_tpu:
         torch_tpu.set_eager_mode(mode)
-    step = work.setup("tpu" if on_tpu else "cpu")
+    step = work.setup("tpu" if on_tpu else BASELINE["device"])
     for _ in range(warmup):
         step().item()
     if on_tpu:
@@ -208,7 +209,7 @@ def measure(work: Workload, mode: str, warmup: int, steps: int) -> dict[str, flo
 
 def dispatch_microbenchmark(mode: str, n: int) -> float:
     """µs per `x + y` on 64x64 float32, including execution (one sync at the end)."""
-    device = "cpu" if mode == "cpu" else "tpu"
+    device = BASELINE["device"] if mode == "cpu" else "tpu"
     if mode != "cpu":
         torch_tpu.set_eager_mode(mode)
     x = torch.randn(64, 64, device=device)
@@ -219,8 +220,7 @@ def dispatch_microbenchmark(mode: str, n: int) -> float:
         start = time.perf_counter()
         for _ in range(n):
             x + y
-        if mode != "cpu":
-            torch.tpu.synchronize()
+        _sync(device)
         times.append((time.perf_counter() - start) / n * 1e6)
     return min(times[2:])
 
@@ -234,17 +234,23 @@ def product_gflop(work: Workload) -> float:
     return counter.get_total_flops() / 1e9
 
 
+def _sync(device: str) -> None:
+    if device == "tpu":
+        torch.tpu.synchronize()
+    elif device == "cuda":
+        torch.cuda.synchronize()
+
+
 def gemm_peak_gflops(mode: str, n: int, products: int) -> float:
     """This host's best matmul rate: `products` distinct n x n x n float32 products per timed call, best of 3."""
-    device = "cpu" if mode == "cpu" else "tpu"
+    device = BASELINE["device"] if mode == "cpu" else "tpu"
     a = torch.randn(n, n, device=device)
     bs = [torch.randn(n, n, device=device) for _ in range(products)]  # distinct: a fused graph keeps every product
     best_s = math.inf
     for i in range(5):
         start = time.perf_counter()
         outs = [a @ b for b in bs]
-        if device == "tpu":
-            torch.tpu.synchronize()
+        _sync(device)
         if i >= 2:
             best_s = min(best_s, time.perf_counter() - start)
         del outs
@@ -274,7 +280,8 @@ def run_child(mode: str, quick: bool) -> dict[str, dict[str, float]]:
     # CPU eager runs with the default environment too: torch_tpu is installed, so its process-wide settings (the
     # kept host heap) apply to the CPU baseline as well; benchmarks/host_heap.py shows glibc's defaults.
     env = {**os.environ, "TORCH_TPU_EAGER_MODE": "fused" if mode == "cpu" else mode}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode] + (["--quick"] if quick else [])
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode, "--baseline", BASELINE["device"]]
+    cmd += ["--quick"] if quick else []
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} child failed:\n{proc.stderr}")
@@ -310,7 +317,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "eager_modes.md"))
+    parser.add_argument("--baseline", choices=("cpu", "cuda"), default="cpu", help="device of stock PyTorch eager")
     args = parser.parse_args()
+    BASELINE["device"] = args.baseline
     if args.child:
         print(json.dumps(child(args.child, args.quick)))
         return
@@ -331,7 +340,7 @@ def main() -> None:
         return r["cpu_ms_host"] + r["cpu_ms_workers"]
 
     lines = [
-        "# Eager modes: debug / strict / fused vs stock PyTorch CPU eager",
+        f"# Eager modes: debug / strict / fused vs stock PyTorch {BASELINE['device'].upper()} eager",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()};"
         f" Python {platform.python_version()}, torch {torch.__version__}, plugin {torch.tpu.get_device_name()}."
