@@ -106,3 +106,18 @@ def test_callable_atol_is_elementwise() -> None:
         assert_close(actual, expected, atol=lambda e: abs(e) / 100)
     with pytest.raises(ValueError, match="rtol must be None"):
         assert_close(actual, expected, rtol=0.1, atol=tenth)
+
+
+def test_loader_module_sets_up_device_and_backend() -> None:
+    # Ray's TPU device manager calls torch_tpu._loader.load() to get tpu_dist registered; TorchTPU's own scripts call
+    # _init_device("tpu").
+    import torch.distributed as dist
+
+    import torch_tpu._loader as loader
+
+    loader.load()
+    loader._init_device("tpu")
+    assert "tpu_dist" in dist.Backend.backend_list and dist.Backend.default_device_backend_map["tpu"] == "tpu_dist"
+    assert torch.tpu.is_available()
+    with pytest.raises(ValueError, match="not 'npu'"):
+        loader._init_device("npu")
