@@ -13,7 +13,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: demo test build lint clean wheel-check
+.PHONY: demo test test-ray build lint clean wheel-check
 
 demo: build
 	$(PY) examples/train_char_transformer.py
@@ -51,6 +51,12 @@ $(DEPS): requirements.txt pyproject.toml | $(PY)
 	@command -v ccache >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  (apt-get update -qq && apt-get install -y -qq ccache) >/dev/null 2>&1; } || echo "ccache unavailable: building without it"
 	@touch $@
+
+# Ecosystem integrations in their own CI step: the pinned extra installed into .venv (the requirements as
+# constraints, so nothing pinned moves), then its tests (skipped by `make test` where the extra is absent).
+test-ray: build
+	$(PY) -m pip install -q --disable-pip-version-check -c requirements.txt -r requirements-ray.txt
+	$(PY) -m pytest -q tests/ecosystem/test_ray_train.py
 
 # A wheel built by `pip wheel .`, installed into a fresh venv and trained with (CI runs it after `make test`).
 wheel-check: $(DEPS) .ccache-checked

@@ -1,0 +1,118 @@
+"""Ray Train on tpu: a TorchTrainer with 2 workers on one machine, each on its tpu device, process group `tpu_dist`
+(`TorchConfig(backend="tpu_dist")`), trains a small model with DDP and with FSDP2; losses (averaged over the ranks)
+and every parameter after the last step equal a single-process run over the full batch on the CPU.
+
+Ray 2.60 knows torch_tpu (its TPU device manager imports `torch_tpu._loader`), but `use_tpu=True` with several
+workers asks Ray to reserve a real TPU slice (`topology`, `accelerator_type`), so on a host without one the workers
+take CPU resources, the backend is named in TorchConfig, and the model is moved to tpu before `prepare_model(...,
+move_to_device=False)`. Runs in its own CI step (`make test-ray`, which installs the pinned Ray); skipped without Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.train.torch")
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS, LR = 3, 0.1
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+
+
+def _data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(8, 4, generator=g), torch.randn(8, 1, generator=g)
+
+
+def _worker(config: dict) -> None:
+    """One Ray worker: half the batch on its tpu device, DDP or FSDP2 over tpu_dist; writes losses and params."""
+    import ray.train.torch as rtt
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from tests.ecosystem.test_ray_train import LR, STEPS, _data, _model
+
+    assert dist.get_backend() == "tpu_dist", dist.get_backend()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    import torch_tpu.distributed
+
+    torch_tpu.distributed.select_device()  # Ray sets LOCAL_RANK after the worker imported torch (and torch_tpu)
+    dev = torch_tpu.distributed.local_device()
+    model = _model().to(dev)
+    if config["strategy"] == "ddp":
+        model = rtt.prepare_model(model, move_to_device=False)
+    else:
+        mesh = init_device_mesh("tpu", (world,))
+        for layer in (model[0], model[2]):
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    x, y = _data()
+    xs, ys = x[rank::world].to(dev), y[rank::world].to(dev)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(xs), ys)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    params = [(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().cpu().tolist() for p in model.parameters()]
+    out = Path(config["out"]) / f"rank{rank}.json"
+    out.write_text(json.dumps({"losses": losses, "params": params, "device": str(dev)}))
+
+
+def _cpu_reference() -> tuple[list[float], list[torch.Tensor]]:
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    x, y = _data()
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach() for p in model.parameters()]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_torch_trainer_on_tpu_dist_equals_one_cpu_process(cluster, strategy: str, tmp_path: Path) -> None:
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    trainer = TorchTrainer(
+        _worker,
+        train_loop_config={"strategy": strategy, "out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
+        torch_config=TorchConfig(backend="tpu_dist"),
+        run_config=RunConfig(storage_path=str(tmp_path / "ray")),
+    )
+    trainer.fit()
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [r["device"] for r in ranks] == ["tpu:0", "tpu:1"]  # one device per worker, by LOCAL_RANK
+    want_losses, want_params = _cpu_reference()
+    # each rank's loss is the mean over its half; the full batch's loss is the mean of the two halves
+    got_losses = [(a + b) / 2 for a, b in zip(ranks[0]["losses"], ranks[1]["losses"], strict=True)]
+    torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(want_losses), rtol=1e-5, atol=1e-6)
+    for r in ranks:
+        for got, want in zip(r["params"], want_params, strict=True):
+            torch.testing.assert_close(torch.tensor(got), want, rtol=1e-5, atol=1e-6)
