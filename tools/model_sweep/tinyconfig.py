@@ -67,7 +67,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 
 
 def _is_prob(key: str) -> bool:
-    if key in _ZERO_PROB or key.endswith(("pdrop", "_drop")):  # gpt2's resid_pdrop, ...
+    if key in _ZERO_PROB or key.endswith(("pdrop", "_drop", "drop_rate")):  # gpt2's resid_pdrop, cvt's drop_rate
         return True
     return "dropout" in key or "drop_prob" in key or "drop_path" in key
 
@@ -145,6 +145,8 @@ def shrink(d: dict[str, Any]) -> dict[str, Any]:
             out[key] = _shrink_int(key, value, heads)
         elif isinstance(value, float) and _is_prob(key):
             out[key] = 0.0
+        elif isinstance(value, list) and value and all(isinstance(v, float) for v in value) and _is_prob(key):
+            out[key] = [0.0] * len(value)  # per-stage rates (cvt's drop_path_rate, ...)
         elif isinstance(value, list):
             out[key] = _shrink_list(key, value, layers)
         else:
