@@ -227,6 +227,13 @@ def test_bool_mask_setitem():
     check(lambda x, v: put(x, torch.tensor([True, False, True, True], device=x.device), v), r(4, 2), r(3, 2))
     check(lambda x, v: put(x, (slice(None), torch.tensor([False, True, True], device=x.device)), v), r(2, 3), r(2))
 
+    # an all-false mask with zero values (a model writing "the audio tokens" of a text-only batch): nothing to gather
+    def none(x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(2, 4, dtype=torch.bool, device=x.device)
+
+    check(lambda x, v: put(x, none(x), v), r(2, 4, 3), r(0, 3), grad=False)
+    check(lambda x, v: x.clone().index_put_((none(x),), v, accumulate=True), r(2, 4, 3), r(0, 3), grad=False)
+
 
 # ---- factories and shape ops ----
 

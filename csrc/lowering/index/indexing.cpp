@@ -516,6 +516,7 @@ Value mask_put(OpContext& c, const Value& self, const Points& p, const Value& va
             "shape mismatch: value tensor of shape " + i64_list(vals.type.dims) +
                 " cannot be broadcast to indexing result of shape [{value}]",
             false, count);
+    if (vk == 0) return self;  // no true element (checked above) and nothing to gather from: nothing is written
     result[at] = vk;
     Value full = b.broadcast_to(vals, result);
     int64_t n = mask.type.numel();
