@@ -55,6 +55,7 @@ def _start() -> _Runtime:
             "no PJRT plugin found: the xla-cpu-pjrt wheel is not installed and TORCH_TPU_PJRT_PLUGIN is unset. "
             "Fix: `pip install xla-cpu-pjrt==0.0.1` or set TORCH_TPU_PJRT_PLUGIN=/path/to/plugin.so"
         )
+    load_errors: list[str] = []
     for plugin in choice.candidates:
         host_heap = "unchanged"
         if cfg.keep_host_heap and config.platform(plugin.kind).host_memory:
@@ -66,8 +67,8 @@ def _start() -> _Runtime:
             client = _C.Client.create(plugin.path, config.client_options(plugin.kind, cfg))
         except RuntimeError as exc:
             rejected.append((plugin.path, f"load error: {exc}"))
+            load_errors.append(f"{plugin.path} (load error: {exc})")
             continue
-        load_errors = [f"{path} ({why})" for path, why in rejected if why.startswith("load error")]
         if load_errors:  # hardware was there but its plugin did not load: say so, then run on what did
             warnings.warn(f"torch_tpu: running on the {plugin.kind} plugin; {'; '.join(load_errors)}", stacklevel=2)
         return _started(client, cfg, host_heap, plugin, f"{plugin.source}, chosen by {choice.why}", rejected)

@@ -41,7 +41,7 @@ def _worker(config: dict) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from tests.ecosystem.test_ray_train import LR, STEPS, _data, _model
+    from tests.ecosystem.test_ray_train import _data, _model, _sgd_steps
 
     assert dist.get_backend() == "tpu_dist", dist.get_backend()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -57,25 +57,16 @@ def _worker(config: dict) -> None:
         for layer in (model[0], model[2]):
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
     x, y = _data()
-    xs, ys = x[rank::world].to(dev), y[rank::world].to(dev)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(xs), ys)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = _sgd_steps(model, x[rank::world].to(dev), y[rank::world].to(dev))
     params = [(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().cpu().tolist() for p in model.parameters()]
     out = Path(config["out"]) / f"rank{rank}.json"
     out.write_text(json.dumps({"losses": losses, "params": params, "device": str(dev)}))
 
 
-def _cpu_reference() -> tuple[list[float], list[torch.Tensor]]:
-    model = _model()
+def _sgd_steps(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[float]:
+    """STEPS steps of SGD on the mean squared error; the losses."""
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    x, y = _data()
     losses = []
     for _ in range(STEPS):
         opt.zero_grad()
@@ -83,6 +74,12 @@ def _cpu_reference() -> tuple[list[float], list[torch.Tensor]]:
         loss.backward()
         opt.step()
         losses.append(loss.item())
+    return losses
+
+
+def _cpu_reference() -> tuple[list[float], list[torch.Tensor]]:
+    model = _model()
+    losses = _sgd_steps(model, *_data())
     return losses, [p.detach() for p in model.parameters()]
 
 

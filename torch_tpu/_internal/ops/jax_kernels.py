@@ -44,10 +44,15 @@ def available(*tensors: torch.Tensor) -> bool:
 def _kernels_registered() -> bool:
     """Registers the kernels (once) if JAX can be imported and TORCH_TPU_JAX_KERNELS allows; says whether they are.
     torch.compile runs this at trace time and keeps the answer, so compiled code only calls `torch.ops`."""
-    if not config.load().jax_kernels or importlib.util.find_spec("jax") is None:
+    if not config.load().jax_kernels or not _jax_installed():
         return False
     _register()
     return True
+
+
+@functools.cache
+def _jax_installed() -> bool:
+    return importlib.util.find_spec("jax") is not None  # looked up once, not per op call
 
 
 def _ragged_dot(lhs: jax.Array, rhs: jax.Array, group_sizes: jax.Array) -> jax.Array:

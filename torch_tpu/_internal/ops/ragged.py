@@ -27,8 +27,7 @@ def _check_group_sizes(group_sizes: torch.Tensor) -> None:
 
 
 def _membership(group_sizes: torch.Tensor, rows: int, dtype: torch.dtype) -> torch.Tensor:
-    """(rows, g) matrix: 1 where row r lies in group i, else 0."""
-    _check_group_sizes(group_sizes)
+    """(rows, g) matrix: 1 where row r lies in group i, else 0 (`group_sizes` checked by the caller)."""
     ends = torch.cumsum(group_sizes.to(torch.int64), 0)
     starts = ends - group_sizes.to(torch.int64)
     r = torch.arange(rows, device=group_sizes.device, dtype=torch.int64).unsqueeze(1)
