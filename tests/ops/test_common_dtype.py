@@ -123,6 +123,9 @@ OUT = {
 }
 
 
+TRANSCENDENTAL = {"logaddexp", "exp", "sin", "rsqrt", "sigmoid", "erfinv"}
+
+
 @pytest.mark.parametrize(
     ("src", "dst"),
     [(torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.bfloat16)],
@@ -131,7 +134,19 @@ OUT = {
 @pytest.mark.parametrize("name", list(OUT))
 def test_out_of_another_float_dtype(name: str, src: torch.dtype, dst: torch.dtype) -> None:
     fn = OUT[name]
-    run_both(lambda b: fn(b, torch.empty(256, dtype=dst, device=b.device)), r(src))
+    b = r(src)
+    if name not in TRANSCENDENTAL:
+        run_both(lambda b: fn(b, torch.empty(256, dtype=dst, device=b.device)), b)
+        return
+    # XLA's and CPU's exp/log/sin... may round a value lying on a `src` rounding boundary to either neighbour (seen:
+    # logaddexp in float16 at -0.05479428, a near tie). The result must still be computed in `src` and only then
+    # written into the `dst` out tensor, so every value is exactly a `src` value, and within one `src` ulp of CPU's.
+    expected = fn(b, torch.empty(256, dtype=dst))
+    actual = fn(b.to("tpu"), torch.empty(256, dtype=dst, device="tpu")).cpu()
+    assert actual.dtype == dst
+    torch.testing.assert_close(actual.to(src).to(dst), actual, rtol=0, atol=0, equal_nan=True)
+    ulp = max(torch.finfo(src).eps, torch.finfo(dst).eps)
+    torch.testing.assert_close(actual, expected, rtol=ulp, atol=0.0, equal_nan=True)
 
 
 def test_mixed_precision_parameter_update_matches_cpu() -> None:
