@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from torch_tpu import _C, config
+from torch_tpu._internal.distributed import dtensor_random
 
 BACKEND_NAME = "tpu_dist"
 ALIASES = ("tpu",)  # TorchTPU's second name for the same backend: init_process_group("tpu")
@@ -42,6 +43,8 @@ def _create_backend(store: object, rank: int, size: int, timeout: datetime.timed
         mailbox = _shared_mailbox(dist.PrefixStore(_STORE_PREFIX + "mailbox/", store), rank, size)
         if mailbox is not None:
             backend._set_mailbox(mailbox)
+    # DTensor's default RNG tracker needs a Philox (seed, offset) state; tpu's generator is CPU's (see the module).
+    dtensor_random.install()
     return backend
 
 

@@ -136,8 +136,40 @@ def case_dtensor() -> None:
     _close("sum (partial -> replicate)", da.sum().full_tensor(), a.sum())
     _close("Shard(0) -> Replicate", da.redistribute(mesh, [Replicate()]).to_local(), a)
     _close("Shard(0) -> Shard(1)", da.redistribute(mesh, [Shard(1)]).full_tensor(), a)
+    _dtensor_random(mesh, dev)
     dist.destroy_process_group()
     print(f"rank {rank}: dtensor ok")
+
+
+def _dtensor_random(mesh: object, dev: torch.device) -> None:
+    """Random ops on DTensors (as in a sharded model's init): shards draw different values, replicas equal ones, and
+    the ranks' generators stay in step; the same seed gives the same values again."""
+    import torch.distributed.tensor as dt
+    from torch.distributed.tensor import Replicate, Shard
+
+    world = dist.get_world_size()
+
+    def draw() -> list[torch.Tensor]:
+        torch.manual_seed(11)
+        sharded = dt.zeros(4 * world, 6, device_mesh=mesh, placements=[Shard(0)])
+        sharded.normal_()
+        replicated = dt.zeros(5, device_mesh=mesh, placements=[Replicate()])
+        replicated.uniform_()
+        created = dt.randn(2 * world, 3, device_mesh=mesh, placements=[Shard(0)])
+        after = torch.randn(3, device=dev)
+        return [t.cpu() for t in (sharded.full_tensor(), replicated.to_local(), created.full_tensor(), after)]
+
+    first, second = draw(), draw()
+    for got, want in zip(first, second, strict=True):
+        assert torch.equal(got, want), "the same seed drew different values"
+    sharded, replicated, created, after = first
+    assert not torch.equal(sharded[:4], sharded[4:8]), "shards of one DTensor drew the same values"
+    assert not torch.equal(created[:2], created[2:4])
+    assert 0.5 < sharded.std().item() < 1.5 and 0 <= replicated.min().item() and replicated.max().item() < 1
+    for name, local in (("replicated", replicated), ("generator after the ops", after)):
+        gathered = [torch.empty_like(local) for _ in range(world)]
+        dist.all_gather_object(gathered, local)
+        assert all(torch.equal(g, local) for g in gathered), f"ranks disagree: {name}"
 
 
 # ------------------------------------------------------------------------------------------------------------------
