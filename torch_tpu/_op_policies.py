@@ -4,6 +4,12 @@ torch.nn.functional.linear_cross_entropy resolves its "auto" accumulation policy
 an unlisted device gets the low-precision "compact" policy with no float32 accumulation, so bfloat16 losses on tpu
 would differ from CPU's (and CUDA's) by the rounding of every intermediate. `tpu` takes CPU's entries: float32
 accumulation and the "accurate" policy, which gives CPU's numbers.
+
+torch.nn.attention.flex_attention refuses devices outside a fixed set (cuda, cpu, xpu, hpu, mps) before it runs, in
+eager and while torch.compile traces it (TorchTitan's Llama attention is compiled FlexAttention). On tpu both of its
+paths work as they are: eager runs the dense reference (scores materialised, score_mod/mask_mod through vmap) and
+compiled goes through AOTAutograd into torch_tpu's backend, forward and backward. The check lets tpu through; the
+other devices keep torch's own checks (CPU still refuses backward, as in torch).
 """
 
 from __future__ import annotations
@@ -36,6 +42,24 @@ def _linear_cross_entropy() -> None:
     options._resolve_auto_acc_dtype = staticmethod(resolve_with_tpu)
 
 
+def _flex_attention() -> None:
+    try:
+        from torch.nn.attention import flex_attention as fa
+    except ImportError:
+        return
+    validate = getattr(fa, "_validate_device", None)
+    if validate is None or getattr(validate, "_torch_tpu", False):
+        return
+
+    def validate_with_tpu(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+        if query.device.type != "tpu":
+            validate(query, key, value)
+
+    validate_with_tpu._torch_tpu = True  # type: ignore[attr-defined]
+    fa._validate_device = validate_with_tpu
+
+
 def install() -> None:
     """Idempotent."""
     _linear_cross_entropy()
+    _flex_attention()

@@ -28,10 +28,21 @@ _MUTATING_DECOMPOSITIONS = {
 }
 
 
+# Dtype conversion: its decomposition is prims.convert_element_type, which has no vmap batching rule, so under vmap
+# (FlexAttention's score_mod and mask_mod) functorch's fallback unrolls it element by element (4096 slices for one
+# 64x64 score). Its composite kernel (an empty tensor and copy_) has tpu kernels.
+_KEPT_FOR_VMAP = {aten._to_copy.default}
+
+
 def _stays_whole(op: torch._ops.OpOverload) -> bool:
     """Ops kept as they are: those with a tpu kernel, views (whatever their kernel, they stay views) and the ops
-    whose decompositions are not functional."""
-    return has_tpu_kernel(op) or bool(getattr(op, "is_view", False)) or op in _MUTATING_DECOMPOSITIONS
+    whose decompositions are not functional or not batchable."""
+    return (
+        has_tpu_kernel(op)
+        or bool(getattr(op, "is_view", False))
+        or op in _MUTATING_DECOMPOSITIONS
+        or op in _KEPT_FOR_VMAP
+    )
 
 
 def _batch_norm_functional(
