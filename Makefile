@@ -13,7 +13,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: demo test test-ray build lint clean wheel-check
+.PHONY: demo test test-ray test-titan build lint clean wheel-check
 
 demo: build
 	$(PY) examples/train_char_transformer.py
@@ -57,6 +57,10 @@ $(DEPS): requirements.txt pyproject.toml | $(PY)
 test-ray: build
 	$(PY) -m pip install -q --disable-pip-version-check -c requirements.txt -r requirements-ray.txt
 	$(PY) -m pytest -q tests/ecosystem/test_ray_train.py
+
+test-titan: build
+	$(PY) -m pip install -q --disable-pip-version-check -c requirements.txt -r requirements-titan.txt
+	$(PY) -m pytest -q tests/ecosystem/test_titan.py
 
 # A wheel built by `pip wheel .`, installed into a fresh venv and trained with (CI runs it after `make test`).
 wheel-check: $(DEPS) .ccache-checked
