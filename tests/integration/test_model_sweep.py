@@ -10,7 +10,10 @@ sweep findings not fixed yet (strict xfails: a fix makes them fail until they mo
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+import torch
 
 pytest.importorskip("transformers")
 
@@ -80,3 +83,29 @@ def test_constant_weights_get_seeded_noise():
         assert p.unique().numel() == p.numel(), name  # no ties left
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
     assert a[0].weight.abs().max() < 0.1  # small: the model stays what its init meant
+
+
+class _Regression(torch.nn.Module):
+    """The calling convention the sweep's training step uses (inputs as keywords, `labels`, a dict with "loss")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"loss": torch.nn.functional.mse_loss(self.linear(x).squeeze(-1), labels)}
+
+
+def test_float64_arbiter_passes_rounding_and_keeps_real_differences() -> None:
+    from tools.model_sweep.worker import _float64_arbiter, _train
+
+    torch.manual_seed(0)
+    model = _Regression()
+    inputs, labels = {"x": torch.randn(8, 4)}, torch.randn(8)
+    cpu = _train(copy.deepcopy(model), inputs, labels, "cpu")
+    close = {k: v * (1 + 1e-6) for k, v in cpu.items()}  # float32 rounding: within the bound
+    wrong = dict(cpu, **{"grad.linear.weight": cpu["grad.linear.weight"] * 1.01})  # a wrong gradient
+    notes: list[str] = []
+    assert _float64_arbiter(model, inputs, labels, cpu, close, notes) == {"result": "pass"}
+    assert _float64_arbiter(model, inputs, labels, cpu, wrong, notes) == {}
+    assert "grad.linear.weight" in notes[-1] and "train vs float64" in notes[-1]

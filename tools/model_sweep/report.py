@@ -80,6 +80,23 @@ def fallback_ranking(types: dict[str, dict[str, Any]]) -> list[tuple[str, list[s
     return sorted(((op, sorted(u)) for op, u in users.items()), key=lambda x: (-len(x[1]), x[0]))
 
 
+# Mismatches looked into by hand: what was measured (kept while the sweep still reports them).
+TRIAGED: dict[tuple[str, str], str] = {
+    ("mobilenet_v1", "classification"): (
+        "Not a wrong op: a float32 tie. Activations and the gradients of every module's output agree to 3e-5, but one"
+        " ReLU6 input of 4096 at layer 20 lies 1e-5 from the kink (CPU -9.9e-6, tpu +2.3e-6, after 20 BatchNorms on"
+        " 2x2 maps); the flipped mask changes that element's gradient and BatchNorm's backward spreads it to every"
+        " earlier layer. debug and strict modes (op by op) fall on CPU's side of the tie, fused mode's reassociated"
+        " sums on the other."
+    ),
+    ("mobilenet_v2", "classification"): (
+        "Conditioning: against float64, CPU's float32 gradients are off by up to 1.1e-2 and tpu's by 1.1e-3 (BatchNorm"
+        " on 1x1 and 2x2 maps); tpu's loss is 1.1e-4 from float64 where CPU's is 3.6e-5, just outside the arbiter's"
+        " bound."
+    ),
+}
+
+
 def markdown(data: dict[str, Any]) -> str:
     meta, types = data["meta"], data["types"]
     counts = totals(types)
@@ -97,7 +114,10 @@ def markdown(data: dict[str, Any]) -> str:
         " on the CPU and with"
         ' `from_pretrained(dir, device_map="tpu")`. tpu must match the CPU: every floating tensor of a forward pass'
         " (max abs error within 1e-4 of max(1, |CPU tensor|)), greedy generation of 4 tokens (equal tokens), and one"
-        " AdamW training step where the head has a loss (loss, every gradient, every parameter after the step).",
+        " AdamW training step where the head has a loss (loss, every gradient, every parameter after the step)."
+        " A training step that mismatches is run again in float64 on the CPU: where tpu's loss and gradients are as"
+        " close to float64 as CPU's own float32 ones (within twice CPU's error, or 1e-4), the difference is the"
+        " model's conditioning and the step passes, with a note giving both errors.",
         "",
         "Results: **pass**; **fallback** (right, but some aten op ran through the CPU fallback); **mismatch**;"
         " **error (tpu)** (the step works on the CPU); **error (CPU too)** (the model's own error with the sweep's"
@@ -113,6 +133,14 @@ def markdown(data: dict[str, Any]) -> str:
     ]
     lines += [f"| {c} | {counts[c]} | {by_type[c]} |" for c in CLASSES]
     lines.append(f"| total | {sum(counts.values())} | {len(types)} |")
+    triaged = [
+        (t, h, why)
+        for (t, h), why in TRIAGED.items()
+        if result_class(types.get(t, {}).get("heads", {}).get(h, {"result": ""})) == "mismatch"
+    ]
+    if triaged:
+        lines += ["", "## Mismatches, triaged", "", "| model type | head | what was found |", "|---|---|---|"]
+        lines += [f"| {t} | {h} | {why} |" for t, h, why in triaged]
     ranking = fallback_ranking(types)
     if ranking:
         lines += ["", "## CPU fallbacks", "", "| aten op | models |", "|---|---|"]

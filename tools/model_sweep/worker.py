@@ -129,6 +129,45 @@ def _train(model: Any, inputs: dict[str, torch.Tensor], labels: torch.Tensor, de
     return res
 
 
+def _float64_arbiter(
+    original: Any,
+    inputs: dict[str, torch.Tensor],
+    labels: torch.Tensor,
+    cpu: dict[str, torch.Tensor],
+    tpu: dict[str, torch.Tensor],
+    notes: list[str],
+) -> dict[str, Any]:
+    """A training step that mismatches, judged against the same step in float64 on the CPU. Where CPU's own float32
+    result is as far from float64 as tpu's (BatchNorm on 1x1 maps, AdamW dividing by a gradient near eps), the
+    difference is the model's conditioning, not a wrong answer: the step passes, with a note giving both errors.
+    Elsewhere it stays a mismatch, and the note says how far each side is from float64. The loss and gradients are
+    judged; the parameters after AdamW follow from them elementwise (its first step is about lr * sign(gradient), so
+    a gradient within rounding of zero moves its parameter by up to 2 * lr either way)."""
+    import copy
+
+    try:
+        exact = _train(
+            copy.deepcopy(original).double(),
+            {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()},
+            labels.double() if labels.is_floating_point() else labels,
+            "cpu",
+        )
+    except Exception as e:
+        notes.append(f"train: no float64 run ({_error(e)})")
+        return {}
+    worst, worst_excess, tpu_err, cpu_err = "", -math.inf, 0.0, 0.0
+    for name, want in exact.items():
+        if name not in cpu or name not in tpu or name.startswith("after."):
+            continue
+        e_tpu = rel_error(tpu[name].double(), want)
+        e_cpu = rel_error(cpu[name].double(), want)
+        excess = e_tpu - max(TOL, 2 * e_cpu)
+        if excess > worst_excess:
+            worst, worst_excess, tpu_err, cpu_err = name, excess, e_tpu, e_cpu
+    notes.append(f"train vs float64 at {worst}: CPU {cpu_err:.1e}, tpu {tpu_err:.1e}")
+    return {"result": "pass"} if worst_excess <= 0 else {}
+
+
 def _tokens_equal(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, Any]:
     g, w = got["tokens"], want["tokens"]
     if g.shape == w.shape and torch.equal(g, w):
@@ -268,12 +307,15 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
             "generate", lambda: _generate(cpu, inputs, "cpu"), lambda: _generate(tpu, inputs, "tpu"), _tokens_equal
         )
     if labels is not None:
+        kept: dict[str, dict[str, torch.Tensor]] = {}
         steps["train"] = _step(
             "train",
-            lambda: _train(cpu, inputs, labels, "cpu"),
-            lambda: _train(tpu, inputs, labels, "tpu"),
+            lambda: kept.setdefault("cpu", _train(cpu, inputs, labels, "cpu")),
+            lambda: kept.setdefault("tpu", _train(tpu, inputs, labels, "tpu")),
             compare,
         )
+        if steps["train"]["result"] == "mismatch" and len(kept) == 2:
+            steps["train"].update(_float64_arbiter(original, inputs, labels, kept["cpu"], kept["tpu"], rec["notes"]))
     rec["fallback_ops"] = dict(sorted(torch_tpu.metrics()["fallback_ops"].items()))
     rec["result"], stage = _classify(steps, rec["fallback_ops"])
     if stage is not None:
