@@ -111,7 +111,7 @@ def test_kept_host_heap_keeps_freed_buffers(keep):
     mmapped_mib, kept_free_mib = (int(v) for v in sizes.split())
     if keep == "1":
         assert policy.startswith("kept (arena_max=1, mmap_max=0"), policy
-        assert mmapped_mib == 0 and kept_free_mib >= 64, sizes
+        assert mmapped_mib <= 0 and kept_free_mib >= 64, sizes  # no new mmap (an older block may be unmapped)
     else:
         assert policy == "unchanged", policy
         assert mmapped_mib >= 64 and kept_free_mib < 64, sizes
