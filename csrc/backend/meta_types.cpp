@@ -16,10 +16,33 @@ std::mutex g_meta_mu;
 std::unordered_map<std::string, OutTypes> g_meta_cache;
 constexpr size_t kMetaCacheLimit = 8192;
 
+bool is_cpu_scalar(const at::Tensor& t) { return t.defined() && t.is_cpu() && t.dim() == 0; }
+
 at::Tensor to_meta(const at::Tensor& t) {
   // CPU scalars stay as they are: meta kernels accept them beside meta tensors, as CUDA kernels do.
-  if (!t.defined() || (t.is_cpu() && t.dim() == 0)) return t;
+  if (!t.defined() || is_cpu_scalar(t)) return t;
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+// The meta call again, every CPU scalar as a meta scalar; false (stack untouched) when there is none or it fails too.
+bool retry_with_meta_scalars(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                             torch::jit::Stack& meta_stack) {
+  bool any = false;
+  auto all_meta = [&](const at::Tensor& t) {
+    if (!is_cpu_scalar(t)) return to_meta(t);
+    any = true;
+    return at::empty({}, t.options().device(c10::kMeta));
+  };
+  torch::jit::Stack retry;
+  for (const auto& a : args) retry.push_back(map_tensors(a, all_meta));
+  if (!any) return false;
+  try {
+    op.callBoxed(&retry);
+  } catch (const std::exception&) {
+    return false;
+  }
+  meta_stack = std::move(retry);
+  return true;
 }
 
 std::vector<OutType> out_types_of(const torch::jit::Stack& returned) {
@@ -97,6 +120,10 @@ OutTypes meta_out_types(const c10::OperatorHandle& op, const std::string& name, 
   } catch (const c10::NotImplementedError&) {
     // No meta kernel: the output types are unknown, unless the op only writes its arguments.
     if (!op.schema().returns().empty()) return nullptr;
+  } catch (const std::exception&) {  // c10::Error, or a Python meta kernel's exception
+    // Some meta kernels accept a CPU scalar only beside a named device type, and meta is not one (torch's
+    // masked_fill reference): asked again with the CPU scalars as meta scalars, or the first error stands.
+    if (!retry_with_meta_scalars(op, args, meta_stack)) throw;
   }
   auto outs = std::make_shared<const std::vector<OutType>>(out_types_of(meta_stack));
   std::lock_guard<std::mutex> lock(g_meta_mu);

@@ -131,6 +131,17 @@ def test_index_copy_and_fill():
     check(lambda x, i: x.index_fill(0, i, x.new_tensor(5)), torch.zeros(3, 2, dtype=torch.long), idx(2), grad=False)
 
 
+def test_masked_fill_with_a_cpu_scalar_value():
+    """A 0-dim CPU tensor as the fill value (DeBERTa/SEW-D's XSoftmax: `torch.tensor(torch.finfo(dtype).min)`), which
+    CUDA accepts: torch's masked_fill meta reference refused it beside a meta tensor."""
+    mask = torch.tensor([[True, False, True], [False, False, True]])
+    value = torch.tensor(torch.finfo(torch.float32).min)
+    check(lambda x: x.masked_fill(mask.to(x.device), value), r(2, 3))
+    check(lambda x: x.clone().masked_fill_(mask.to(x.device), torch.tensor(-2.5, dtype=torch.float64)), r(2, 3))
+    with pytest.raises(RuntimeError, match="0-dimensional value tensor|same device"):  # a real error stays one
+        r(2, 3).to("tpu").masked_fill(mask.to("tpu"), torch.tensor([1.0]))
+
+
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce(reduce, include_self):
