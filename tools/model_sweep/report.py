@@ -94,6 +94,10 @@ TRIAGED: dict[tuple[str, str], str] = {
         " on 1x1 and 2x2 maps); tpu's loss is 1.1e-4 from float64 where CPU's is 3.6e-5, just outside the arbiter's"
         " bound."
     ),
+    ("regnet", "classification"): (
+        "Conditioning (BatchNorm on tiny maps): CPU's float32 gradients are 3-5e-4 from float64 and tpu's about 1e-3,"
+        " in strict mode as in fused; tpu's loss is nearer float64 (1e-5) than CPU's (2.7e-5)."
+    ),
 }
 
 

@@ -48,6 +48,9 @@ _TOPK = {"num_experts_per_tok", "moe_topk", "num_selected_experts"}
 _ONE = {"n_group": 1, "topk_group": 1}
 _LIST_WIDTHS = {"hidden_sizes", "embed_dims", "dims", "neck_hidden_sizes", "embedding_dims"}
 _ZERO_PROB = {"mask_time_prob", "mask_feature_prob", "layerdrop", "encoder_layerdrop", "decoder_layerdrop"}
+# Sampling noise of a forward pass (VITS): drawn from the device's own generator (randn_like) on tpu and from the CPU
+# generator on the CPU, whose states differ by whatever was drawn on the CPU before, as they would on CUDA.
+_ZERO_PROB |= {"noise_scale", "noise_scale_duration"}
 # Generic: any other integer width larger than this, named like a width, becomes HIDDEN.
 _WIDTH_SUFFIXES = ("_size", "_dim", "_channels", "_rank", "_features")
 _NOT_WIDTH = ("vocab", "position", "image", "patch", "window", "chunk", "batch", "sample", "kernel", "stride", "bucket")

@@ -98,6 +98,7 @@ def _to(d: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
 def _forward(model: Any, inputs: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
     from tools.model_sweep.heads import forward_params
 
+    torch.manual_seed(0)  # one generator state on both sides (ViTMAE's random masking, VITS's noise), as in _train
     model.eval()
     extra = {"use_cache": False} if "use_cache" in forward_params(model) else {}
     with torch.no_grad():
@@ -108,6 +109,7 @@ def _forward(model: Any, inputs: dict[str, torch.Tensor], device: str) -> dict[s
 def _generate(model: Any, inputs: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
     from tools.model_sweep.heads import generate_kwargs
 
+    torch.manual_seed(0)
     model.eval()
     prompt = {k: v for k, v in inputs.items() if k != "decoder_input_ids"}  # generation starts the decoder itself
     out = model.generate(**_to(prompt, device), **generate_kwargs(model))
@@ -116,6 +118,9 @@ def _generate(model: Any, inputs: dict[str, torch.Tensor], device: str) -> dict[
 
 
 def _train(model: Any, inputs: dict[str, torch.Tensor], labels: torch.Tensor, device: str) -> dict[str, torch.Tensor]:
+    # Both sides start from one generator state: training-time randomness (PhiMoE's sampled routing) then draws the
+    # same numbers on tpu as on the CPU, whatever the model's construction consumed from the CPU generator before.
+    torch.manual_seed(0)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, eps=1e-5)
     opt.zero_grad()
