@@ -92,6 +92,7 @@ def test_guide_pages_exist() -> None:
         "errors.md",
         "jax_kernels.md",
         "export.md",
+        "frameworks.md",
     }
     assert expected <= names, sorted(expected - names)
     assert {p.name for p in EXECUTED} == expected - {"README.md"}
