@@ -42,7 +42,8 @@ def _linear_cross_entropy() -> None:
     options._resolve_auto_acc_dtype = staticmethod(resolve_with_tpu)
 
 
-def _flex_attention() -> None:
+def allow_flex_attention(device_type: str) -> None:
+    """FlexAttention skips its device check for `device_type` (idempotent); other devices keep torch's checks."""
     try:
         from torch.nn.attention import flex_attention as fa
     except ImportError:
@@ -51,15 +52,15 @@ def _flex_attention() -> None:
     if validate is None or getattr(validate, "_torch_tpu", False):
         return
 
-    def validate_with_tpu(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
-        if query.device.type != "tpu":
+    def validate_except(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+        if query.device.type != device_type:
             validate(query, key, value)
 
-    validate_with_tpu._torch_tpu = True  # type: ignore[attr-defined]
-    fa._validate_device = validate_with_tpu
+    validate_except._torch_tpu = True  # type: ignore[attr-defined]
+    fa._validate_device = validate_except
 
 
 def install() -> None:
     """Idempotent."""
     _linear_cross_entropy()
-    _flex_attention()
+    allow_flex_attention("tpu")

@@ -74,13 +74,7 @@ def _cpu_reference() -> None:
 
     torch._utils._get_available_device_type = lambda: "cpu"
     _cpu_memory_monitor_names()
-    validate = fa._validate_device
-
-    def validate_with_cpu_backward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
-        if query.device.type != "cpu":
-            validate(query, key, value)
-
-    fa._validate_device = validate_with_cpu_backward
+    _load_without_torch_tpu("torch_tpu/_op_policies.py").allow_flex_attention("cpu")
     from torchtitan.models.common.attention import FlexAttention
 
     FlexAttention._compiled_flex_attn = torch.compile(fa.flex_attention, backend="aot_eager")

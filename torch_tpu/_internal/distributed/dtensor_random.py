@@ -61,11 +61,6 @@ class ShardStreamRNGTracker:
     def distribute_region_enabled(self, value: bool) -> None:
         self._use_distribute_region = value
 
-    def _manual_seed(self, parallel_seed: int) -> None:
-        """DTensor's hook for a parallel seed: every rank seeds its device generator with it."""
-        for device_type in self._device_types:
-            _set_state(device_type, None, _state_seeded(parallel_seed))
-
     @contextlib.contextmanager
     def _distribute_region(self, spec: Any, generator: torch.Generator | None = None) -> Iterator[None]:
         device_type = spec.mesh.device_type
@@ -84,20 +79,19 @@ class ShardStreamRNGTracker:
 
 
 def _get_state(device_type: str, generator: torch.Generator | None) -> torch.Tensor:
-    if generator is not None:
-        return generator.get_state()
-    if device_type == "cpu":
-        return torch.get_rng_state()
-    return getattr(torch, device_type).get_rng_state()
+    return (generator or _default_rng(device_type)).get_state()
 
 
 def _set_state(device_type: str, generator: torch.Generator | None, state: torch.Tensor) -> None:
-    if generator is not None:
-        generator.set_state(state)
-    elif device_type == "cpu":
-        torch.set_rng_state(state)
-    else:
-        getattr(torch, device_type).set_rng_state(state)
+    (generator or _default_rng(device_type)).set_state(state)
+
+
+def _default_rng(device_type: str) -> torch.Generator:
+    """The generator a random op on `device_type` draws from when it is given none."""
+    if device_type == "cpu":
+        return torch.default_generator
+    module = getattr(torch, device_type)
+    return module.default_generators[module.current_device()]
 
 
 def install(device_types: tuple[str, ...] = ("tpu",)) -> bool:
