@@ -1,5 +1,6 @@
 // PrivateUse1 hooks (torch.accelerator, generators, pinned memory) and the per-device generators.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -59,8 +60,10 @@ at::Generator host_generator_for(const std::optional<at::Generator>& gen, c10::D
 
 namespace {
 
-// Host memory for pin_memory(): plain pages, remembered so isPinnedPtr can answer.
-class PinnedHostAllocator final : public c10::Allocator {
+// Host memory for pin_memory(): plain pages, remembered so isPinnedPtr can answer. It is also the device's host
+// allocator (torch.accelerator.empty_host_cache and the host memory stats ask it): it keeps no cache and no stream
+// holds its pages, so emptying and recording are no-ops and the stats are zero.
+class PinnedHostAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     void* p = c10::alloc_cpu(nbytes == 0 ? 1 : nbytes);
@@ -72,6 +75,11 @@ class PinnedHostAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  bool record_event(void*, void*, c10::Stream) override { return true; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override { return {}; }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
 
   static bool contains(const void* ptr) {
     auto p = reinterpret_cast<uintptr_t>(ptr);
@@ -104,6 +112,8 @@ PinnedHostAllocator& pinned_allocator() {
   static PinnedHostAllocator a;
   return a;
 }
+
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &pinned_allocator())
 
 class TpuHooks final : public at::PrivateUse1HooksInterface {
  public:

@@ -60,6 +60,16 @@ def test_data_ptrs_are_unique_and_offset_by_views():
     assert a[4:].data_ptr() == a.data_ptr() + 16
 
 
+def test_accelerator_host_cache_calls():
+    # vLLM's workers call these between steps; the host allocator used to be missing and empty_host_cache crashed.
+    pinned = torch.arange(6.0).pin_memory()
+    assert pinned.is_pinned()
+    torch.accelerator.empty_host_cache()
+    torch.accelerator.empty_cache()
+    torch.accelerator.synchronize()
+    assert torch.equal(pinned.to("tpu", non_blocking=True).cpu(), torch.arange(6.0))
+
+
 def _device_buffers() -> int:
     """Live buffers, less the device copies of numbers kept for reuse (a bounded cache, not a leak)."""
     m = torch_tpu.metrics()
