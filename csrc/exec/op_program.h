@@ -121,11 +121,8 @@ class OpProgram final : public OpContext {
     return program_.host_vector(number_list(i), dtype, ArgSource::list(node_, static_cast<int>(i)));
   }
   void check(const Value& bad, const std::string& message, bool index_error, std::optional<Value> culprit) override {
-    Value any = program_.add_check(bad, message, index_error, culprit);
-    failed_ = failed_ ? b.binary("stablehlo.or", *failed_, any) : any;
+    note_failure(program_.add_check(bad, message, index_error, culprit));
   }
-  // Whether one of the op's checks failed (none: the op has no checks).
-  const std::optional<Value>& failed() const { return failed_; }
   void update_arg(size_t i, const Value& value) override {
     facts_.updates_args = true;
     program_.write(args_.at(i).toTensor(), value);
@@ -144,7 +141,6 @@ class OpProgram final : public OpContext {
   int node_;
   OpFacts& facts_;
   mutable std::set<int> value_reads_;
-  std::optional<Value> failed_;
 };
 
 }  // namespace torch_tpu

@@ -209,7 +209,7 @@ std::vector<at::Tensor> record_lowered_op(int device, LoweredCall call) {
         v = ctx.b.reshape(v, types[i].sizes);
       }
       const at::Tensor& target = op.tensors.at(static_cast<size_t>(result_index[i]));
-      if (ctx.failed() && !fresh) {
+      if (ctx.failed() && !fresh && !ctx.keeps_target_on_failure()) {
         // An op whose check fails leaves its in-place/out= targets as they were (the error is raised later, at
         // the next sync), as the CPU, which raises before writing, does.
         Value before = program.read(target);

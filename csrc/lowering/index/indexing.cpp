@@ -108,6 +108,26 @@ Value scatter_points(HloBuilder& b, const Value& self, const Dims& pos, const Va
   return b.op1("stablehlo.scatter", {self, points, updates}, self.type, attrs, {body});
 }
 
+// scatter_points for an in-place op with bounds checks, writing nothing when one of them failed without touching
+// the rest of `s` (OpContext::keep_target_on_failure): the points are clamped into range and a failed op writes
+// back what is there (replace) or adds zero. XLA then scatters into the donated buffer in place; a select over the
+// whole target would make it copy the buffer on every update (a KV cache, an embedding table).
+Value guarded_scatter(OpContext& c, const Value& s, const Dims& pos, const Value& points, Value updates,
+                      const std::string& combiner) {
+  if (!c.failed()) return scatter_points(c.b, s, pos, points, updates, combiner);
+  HloBuilder& b = c.b;
+  Dims column = points.type.dims;
+  column.back() = 1;
+  std::vector<Value> highest;
+  for (int64_t p : pos) highest.push_back(b.constant(static_cast<double>(s.type.dims[p] - 1), ElementType::kS64, column));
+  Value top = highest.size() == 1 ? highest[0] : b.concatenate(highest, points.type.rank() - 1);
+  Value clamped = b.binary("stablehlo.minimum", b.binary("stablehlo.maximum", points, zeros(b, points.type)), top);
+  Value kept = combiner.empty() ? gather_points(b, s, pos, clamped) : zeros(b, updates.type);
+  updates = b.select(b.broadcast_to(*c.failed(), updates.type.dims), kept, updates);
+  c.keep_target_on_failure();
+  return scatter_points(b, s, pos, clamped, updates, combiner);
+}
+
 // A 1-D index (or 0-d) as points into one dim: shape [n, 1].
 Value column_points(HloBuilder& b, const Value& index) {
   return b.reshape(b.convert(index, ElementType::kS64), {index.type.numel(), 1});
@@ -248,7 +268,7 @@ LoweringRule index_along_rule(Along kind) {
         upd = c.b.binary("stablehlo.multiply", upd, c.operand(4, s.type.dtype, upd_dims));
       }
     }
-    Value out = scatter_points(c.b, s, {d}, points, upd, kind == Along::kAdd ? "stablehlo.add" : "");
+    Value out = guarded_scatter(c, s, {d}, points, upd, kind == Along::kAdd ? "stablehlo.add" : "");
     return {c.b.reshape(out, self.type.dims)};
   };
 }
@@ -543,7 +563,7 @@ V index_put_rule(OpContext& c) {
   Dims upd_dims = indexed_dims(self.type.dims, p.pos, batch_of(p.points));
   if (TensorType{ElementType::kS64, upd_dims}.numel() == 0) return {self};
   Value upd = c.b.broadcast_to(fit_rank(c.b, values, upd_dims.size()), upd_dims);
-  return {scatter_points(c.b, self, p.pos, p.points, upd, accumulate ? "stablehlo.add" : "")};
+  return {guarded_scatter(c, self, p.pos, p.points, upd, accumulate ? "stablehlo.add" : "")};
 }
 
 }  // namespace

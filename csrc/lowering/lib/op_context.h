@@ -56,6 +56,13 @@ class OpContext {
   // the op's program completes (debug/strict) or when the fused graph runs: rules never wait for device values.
   virtual void check(const Value& bad, const std::string& message, bool index_error = true,
                      std::optional<Value> culprit = std::nullopt) = 0;
+  // Whether one of the op's checks failed so far: a 0-d predicate, none when the op has no checks.
+  const std::optional<Value>& failed() const { return failed_; }
+  // An op whose check fails leaves its in-place targets as they were; the recorder does so by selecting the whole
+  // target. A rule that already writes nothing on failure (it masks its own updates) says so here, and the
+  // recorder skips that select: an in-place scatter then stays in place instead of copying its target.
+  void keep_target_on_failure() { keeps_target_ = true; }
+  bool keeps_target_on_failure() const { return keeps_target_; }
   // XLA clamps out-of-range gather/scatter indices; PyTorch raises. Checks that every element of the integer value
   // `idx` lies in [lo, hi), else raises with `message` ("{value}" names the first offender found). Elements equal
   // to `ignore` (e.g. a loss's ignore_index) are exempt.
@@ -92,6 +99,14 @@ class OpContext {
   int64_t dim(size_t i, int64_t rank) const;
   // Dimension list argument i (None or empty means all dims), normalised and sorted.
   std::vector<int64_t> dims(size_t i, int64_t rank) const;
+
+ protected:
+  // Implementations of check() record each check's "any element bad" here.
+  void note_failure(const Value& any) { failed_ = failed_ ? b.binary("stablehlo.or", *failed_, any) : any; }
+
+ private:
+  std::optional<Value> failed_;
+  bool keeps_target_ = false;
 };
 
 // at::result_type over `values` (defined tensors and numbers; anything else is skipped).
