@@ -13,7 +13,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: demo test test-ray test-titan build lint clean wheel-check
+.PHONY: demo test test-ray test-titan test-vllm build lint clean wheel-check
 
 demo: build
 	$(PY) examples/train_char_transformer.py

@@ -1,0 +1,221 @@
+"""Paged attention for vLLM on tpu, from lowered PyTorch ops (so it runs inside torch_tpu's fused graphs and under
+`torch.compile`).
+
+The KV cache of a layer is one tensor `[num_blocks * block_size, 2, num_kv_heads, head_size]`: one row per token slot
+(slot = block * block_size + offset, vLLM's slot numbering) holding its key and its value. A step
+
+1. writes its new keys and values at their slots (one `index_copy_` into the whole cache, which XLA performs in place
+   on the donated buffer: writing through a key or value view would copy the cache every step);
+2. gathers, for every query token, the slots of its request's context `[num_tokens, S]` (S is the longest context in
+   the batch, rounded up to a power of two so that growing contexts reuse one compiled graph) and attends over them
+   with the causal mask `context position <= token position`, grouped-query heads sharing their KV head.
+
+The host builds the slot indices from vLLM's block table once per step for all layers (one copy to the device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from vllm.v1.attention.backend import (
+    AttentionBackend,
+    AttentionImpl,
+    AttentionMetadataBuilder,
+    AttentionType,
+    CommonAttentionMetadata,
+    MultipleOf,
+)
+from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+# vLLM's attention layers look their backend up by name in AttentionBackendEnum.
+BACKEND_NAME = "TPU_PAGED"
+
+
+def kv_cache_shape(num_blocks: int, block_size: int, num_kv_heads: int, head_size: int) -> tuple[int, ...]:
+    """The layout of one layer's KV cache (see the module docstring)."""
+    return (num_blocks * block_size, 2, num_kv_heads, head_size)
+
+
+def token_bucket(num_tokens: int) -> int:
+    """The padded token count of a step with `num_tokens` tokens: the model runs on this many rows (the rest are
+    padding that writes to vLLM's null block and reads nothing), so steps of similar size share one compiled graph."""
+    return max(8, 1 << max(0, int(num_tokens) - 1).bit_length())
+
+
+def context_bucket(max_seq_len: int, block_size: int) -> int:
+    """The padded context length for a batch whose longest request has `max_seq_len` tokens."""
+    return max(block_size, 1 << max(0, int(max_seq_len) - 1).bit_length())
+
+
+class TpuPagedAttentionBackend(AttentionBackend):
+    forward_includes_kv_cache_update: bool = True
+    supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float16, torch.bfloat16, torch.float32]
+    supported_kv_cache_dtypes: ClassVar[list[Any]] = ["auto"]
+
+    @staticmethod
+    def get_name() -> str:
+        return BACKEND_NAME
+
+    @staticmethod
+    def get_supported_kernel_block_sizes(kv_cache_spec: Any = None) -> list[int | MultipleOf]:
+        return [MultipleOf(1)]
+
+    @classmethod
+    def get_supported_head_sizes(cls) -> list[int]:
+        return []  # any head size
+
+    @classmethod
+    def supports_head_size(cls, head_size: int) -> bool:
+        return head_size > 0
+
+    @classmethod
+    def supports_attn_type(cls, attn_type: str) -> bool:
+        return attn_type == AttentionType.DECODER
+
+    @staticmethod
+    def get_impl_cls() -> type[TpuPagedAttentionImpl]:
+        return TpuPagedAttentionImpl
+
+    @staticmethod
+    def get_builder_cls() -> type[TpuPagedAttentionMetadataBuilder]:
+        return TpuPagedAttentionMetadataBuilder
+
+
+@dataclass
+class TpuPagedAttentionMetadata:
+    num_actual_tokens: int
+    # [token_bucket(num_tokens), 2 + S] int64 on the device: each token's cache slot, its position, then the slots
+    # of its context (padding rows: slot 0, position 0, context slot 0).
+    token_table: torch.Tensor
+
+
+class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentionMetadata]):
+    def __init__(self, kv_cache_spec: Any, layer_names: list[str], vllm_config: Any, device: torch.device) -> None:
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        self.block_size = kv_cache_spec.block_size
+        # vLLM hands its runner's device, the host; the tables go where the model and the cache are.
+        self.table_device = torch.device("tpu", torch.tpu.current_device())
+
+    def build(
+        self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata, fast_build: bool = False
+    ) -> TpuPagedAttentionMetadata:
+        cm = common_attn_metadata
+        if isinstance(cm.causal, torch.Tensor) or not cm.causal:
+            raise NotImplementedError("torch_tpu's paged attention is causal decoder attention only")
+        num_reqs, num_tokens = cm.num_reqs, cm.num_actual_tokens
+        query_start = cm.query_start_loc_cpu[: num_reqs + 1].numpy().astype(np.int64)
+        seq_lens = cm.seq_lens[:num_reqs].cpu().numpy().astype(np.int64)
+        query_lens = np.diff(query_start)
+        request_of_token = np.repeat(np.arange(num_reqs), query_lens)
+        positions = (
+            seq_lens[request_of_token]
+            - query_lens[request_of_token]
+            + (np.arange(num_tokens) - query_start[request_of_token])
+        )
+        span = context_bucket(int(seq_lens.max(initial=1)), self.block_size)
+        blocks = cm.block_table_tensor[:num_reqs].cpu().numpy().astype(np.int64)
+        needed = -(-span // self.block_size)
+        if blocks.shape[1] < needed:
+            blocks = np.pad(blocks, ((0, 0), (0, needed - blocks.shape[1])))
+        offsets = np.arange(span)
+        request_slots = blocks[:, offsets // self.block_size] * self.block_size + offsets % self.block_size
+        # Past a request's length the slot is 0 (vLLM's null block, never handed to a request); the mask ignores it.
+        request_slots[offsets[None, :] >= seq_lens[:, None]] = 0
+        table = np.zeros((token_bucket(num_tokens), 2 + span), dtype=np.int64)
+        table[:num_tokens, 0] = np.maximum(cm.slot_mapping[:num_tokens].cpu().numpy(), 0)
+        table[:num_tokens, 1] = positions
+        table[:num_tokens, 2:] = request_slots[request_of_token]
+        return TpuPagedAttentionMetadata(num_tokens, torch.from_numpy(table).to(self.table_device))
+
+
+class TpuPagedAttentionImpl(AttentionImpl):
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        scale: float,
+        num_kv_heads: int,
+        alibi_slopes: list[float] | None,
+        sliding_window: int | None,
+        kv_cache_dtype: str,
+        logits_soft_cap: float | None = None,
+        attn_type: str = AttentionType.DECODER,
+        kv_sharing_target_layer_name: str | None = None,
+        sinks: torch.Tensor | None = None,
+    ) -> None:
+        unsupported = {
+            "ALiBi": alibi_slopes is not None,
+            "a sliding window": sliding_window is not None,
+            "a logits soft cap": bool(logits_soft_cap),
+            "attention sinks": sinks is not None,
+            f"a {kv_cache_dtype} KV cache": kv_cache_dtype != "auto",
+            f"{attn_type} attention": attn_type != AttentionType.DECODER,
+        }
+        missing = [what for what, asked in unsupported.items() if asked]
+        if missing:
+            raise NotImplementedError(f"torch_tpu's paged attention does not support {', '.join(missing)} yet")
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+
+    def forward(
+        self,
+        layer: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: TpuPagedAttentionMetadata | None,
+        output: torch.Tensor,
+        output_scale: torch.Tensor | None = None,
+        output_block_scale: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError("torch_tpu's paged attention has no fused output quantization")
+        if attn_metadata is None:  # vLLM's profiling pass runs the model without a cache
+            return output
+        # The runner pads the model's tokens to the table's rows; unpadded callers use the table's first rows.
+        n = min(query.shape[0], attn_metadata.token_table.shape[0])
+        table = attn_metadata.token_table[:n]
+        if self.kv_sharing_target_layer_name is None:
+            write_kv(kv_cache, key[:n], value[:n], table[:, 0])
+        out = paged_attention(
+            query[:n].view(n, self.num_heads, self.head_size), kv_cache, table[:, 2:], table[:, 1], self.scale
+        )
+        output[:n].copy_(out.reshape(output[:n].shape))
+        return output
+
+
+def write_kv(kv_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
+    """Stores each token's key and value at its slot."""
+    heads, size = kv_cache.shape[2], kv_cache.shape[3]
+    rows = torch.stack([key.reshape(-1, heads, size), value.reshape(-1, heads, size)], dim=1)
+    kv_cache.index_copy_(0, slots, rows.to(kv_cache.dtype))
+
+
+def paged_attention(
+    query: torch.Tensor, kv_cache: torch.Tensor, context_slots: torch.Tensor, positions: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """query [T, H, D] attends over the cached keys and values at `context_slots` [T, S] up to its own position;
+    returns [T, H, D] in the query's dtype. Scores and the softmax are float32."""
+    tokens, heads, size = query.shape
+    span = context_slots.shape[1]
+    kv_heads = kv_cache.shape[2]
+    flat = context_slots.reshape(-1)
+    context = kv_cache.index_select(0, flat).view(tokens, span, 2, kv_heads, size).float()
+    keys, values = context[:, :, 0], context[:, :, 1]
+    grouped = query.float().view(tokens, kv_heads, heads // kv_heads, size)
+    scores = torch.einsum("tkgd,tskd->tkgs", grouped, keys) * scale
+    visible = torch.arange(span, device=query.device)[None, :] <= positions[:, None]
+    scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return torch.einsum("tkgs,tskd->tkgd", weights, values).reshape(tokens, heads, size).to(query.dtype)
+
+
+if BACKEND_NAME not in AttentionBackendEnum.__members__:
+    AttentionBackendEnum.register(BACKEND_NAME, f"{__name__}.{TpuPagedAttentionBackend.__qualname__}")
