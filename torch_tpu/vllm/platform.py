@@ -101,7 +101,7 @@ class TpuPlatform(CpuPlatform):
         compilation_config.cudagraph_capture_sizes = []
         if compilation_config.mode != CompilationMode.NONE:
             # vLLM's own compiler (piecewise graphs for inductor and CUDA graphs) has no tpu backend; one Dynamo
-            # trace of the whole model compiled by torch_tpu's backend serves every batch (buckets, docs/vllm.md).
+            # trace of the whole model, compiled by torch_tpu's backend, serves every batch (docs/guide/serving.md).
             compilation_config.mode = CompilationMode.DYNAMO_TRACE_ONCE
             compilation_config.backend = "tpu"
             # vLLM's ahead-of-time cache stores inductor's output code only; torch_tpu keeps its own program cache.
