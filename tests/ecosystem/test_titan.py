@@ -3,9 +3,11 @@
 FlexAttention, AdamW with warmup and linear decay), 20 steps on a generated stand-in for the `c4_test` data.
 
 Compared with the same run on CPU/Gloo (tests/ecosystem/titan/train.py says what the reference needs to run at all):
-every step's loss within LOSS_ATOL. The first step's loss agrees to 1e-4 (both start from the same weights); the
-rest drift by float32 rounding through AdamW (XLA's reductions are not ATen's), about 1e-3 by step 20. A run resumed
-from the distributed checkpoint of step 10 repeats steps 11-20 of the uninterrupted run; with `--compile.enable`
+every step's loss within LOSS_ATOL. The first step's loss agrees to FIRST_STEP_ATOL (both start from the same
+weights; the CPU reference's own first loss moves by ~4e-5 between x86 hosts: 7.96452 on one, 7.96456 on another,
+while tpu gave 7.96445 on both); the rest drift by float32 rounding through AdamW (XLA's reductions are not ATen's),
+about 1e-3 by step 20. A run resumed from the distributed checkpoint of step 10 repeats steps 11-20 of the
+uninterrupted run; with `--compile.enable`
 (each TransformerBlock and the loss compiled by torch_tpu's backend) and with tensor parallelism of degree 2 (no data
 parallelism) the curves equal CPU's too. Runs in its own CI step (`make test-titan`, which installs the pinned extra);
 skipped without TorchTitan.
@@ -32,6 +34,7 @@ from tests.ecosystem.titan import assets  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 20
 LOSS_ATOL = 3e-3
+FIRST_STEP_ATOL = 2e-4
 _COMMON = [
     "--module", "llama3", "--config", "llama3_debugmodel", "--training.steps", str(STEPS),
     "--training.seq-len", "64", "--training.local-batch-size", "2", "--validator.no-enable", "--debug.seed", "42",
@@ -80,7 +83,7 @@ def _cpu(*extra: str) -> dict[int, float]:
 def _assert_curves_close(got: dict[int, float], want: dict[int, float]) -> None:
     assert sorted(got) == sorted(want) == list(range(1, STEPS + 1)), (got, want)
     worst = max(abs(got[s] - want[s]) for s in want)
-    assert abs(got[1] - want[1]) <= 1e-4 and worst <= LOSS_ATOL, f"tpu {got}\ncpu {want}"
+    assert abs(got[1] - want[1]) <= FIRST_STEP_ATOL and worst <= LOSS_ATOL, f"tpu {got}\ncpu {want}"
     assert want[STEPS] < want[1] - 1.0, want  # the reference itself trains
 
 
