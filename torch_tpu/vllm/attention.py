@@ -42,12 +42,16 @@ def kv_cache_shape(num_blocks: int, block_size: int, num_kv_heads: int, head_siz
 def token_bucket(num_tokens: int) -> int:
     """The padded token count of a step with `num_tokens` tokens: the model runs on this many rows (the rest are
     padding that writes to vLLM's null block and reads nothing), so steps of similar size share one compiled graph."""
-    return max(8, 1 << max(0, int(num_tokens) - 1).bit_length())
+    return _power_of_two_at_least(num_tokens, 8)
 
 
 def context_bucket(max_seq_len: int, block_size: int) -> int:
     """The padded context length for a batch whose longest request has `max_seq_len` tokens."""
-    return max(block_size, 1 << max(0, int(max_seq_len) - 1).bit_length())
+    return _power_of_two_at_least(max_seq_len, block_size)
+
+
+def _power_of_two_at_least(n: int, floor: int) -> int:
+    return max(floor, 1 << max(0, int(n) - 1).bit_length())
 
 
 class TpuPagedAttentionBackend(AttentionBackend):

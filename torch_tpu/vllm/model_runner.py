@@ -31,6 +31,8 @@ class TpuModelRunner(CPUModelRunner):
 
     def __init__(self, vllm_config: Any, model_device: torch.device) -> None:
         self.model_device = model_device
+        # CPUModelRunner.__init__ less its first step, which turns torch.accelerator.synchronize and empty_cache into
+        # no-ops for the whole process: here the accelerator is the tpu, and those calls must keep working.
         with _torch_cuda_wrapper():
             GPUModelRunner.__init__(self, vllm_config, torch.device("cpu"))
         self.use_cuda_graph = False

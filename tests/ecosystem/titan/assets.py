@@ -12,6 +12,7 @@ import json
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 _WORDS = (
     "the of and to in is was for on that with as by at from his her an were are which this be or had not first one "
@@ -35,10 +36,22 @@ def _documents(count: int, seed: int) -> list[str]:
     return docs
 
 
-def write(root: Path, documents: int = 2000, seed: int = 0) -> Path:
-    """Writes `tests/assets/{tokenizer,c4_test}` under `root` (idempotent) and returns `root`."""
+def train_tokenizer(docs: list[str], vocab_size: int) -> Any:
+    """A byte-level BPE `tokenizers.Tokenizer` trained on `docs`, with BOS and EOS as its first two tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=[BOS, EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tokenizer.train_from_iterator(docs, trainer=trainer)
+    return tokenizer
+
+
+def write(root: Path, documents: int = 2000, seed: int = 0) -> Path:
+    """Writes `tests/assets/{tokenizer,c4_test}` under `root` (idempotent) and returns `root`."""
     assets = root / "tests" / "assets"
     tok_dir, data_dir = assets / "tokenizer", assets / "c4_test"
     tok_dir.mkdir(parents=True, exist_ok=True)
@@ -48,13 +61,7 @@ def write(root: Path, documents: int = 2000, seed: int = 0) -> Path:
         for doc in docs:
             f.write(json.dumps({"text": doc}) + "\n")
 
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=2000, special_tokens=[BOS, EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tokenizer.train_from_iterator(docs, trainer=trainer)
+    tokenizer = train_tokenizer(docs, vocab_size=2000)
     tokenizer.save(str(tok_dir / "tokenizer.json"))
     config = {"bos_token": BOS, "eos_token": EOS, "model_max_length": 131072}
     config["tokenizer_class"] = "PreTrainedTokenizerFast"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.ecosystem.titan.assets import BOS, EOS, _documents
+from tests.ecosystem.titan.assets import BOS, EOS, _documents, train_tokenizer
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
@@ -17,17 +17,9 @@ CHAT_TEMPLATE = (
 
 
 def _tokenizer(out: Path) -> int:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    docs = _documents(300, seed=1)
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=512, special_tokens=[BOS, EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tokenizer.train_from_iterator(docs, trainer=trainer)
+    tokenizer = train_tokenizer(_documents(300, seed=1), vocab_size=512)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, model_max_length=512)
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
