@@ -13,7 +13,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: demo test test-ray test-titan test-vllm build lint clean wheel-check
+.PHONY: demo test test-sweep test-ray test-titan test-vllm build lint clean wheel-check
 
 demo: build
 	$(PY) examples/train_char_transformer.py
@@ -22,7 +22,7 @@ test: build
 	$(VENV)/bin/ruff check .
 	$(PY) tools/lint_pure_rules.py  # pure rules, and exec/ below the dispatcher
 	$(BUILD)/core_test "$$($(PY) -c 'from torch_tpu.runtime import default_plugin_path as p; print(p())')"
-	$(PY) -m pytest -q -n $(JOBS) tests --ignore=tests/distributed
+	$(PY) -m pytest -q -n $(JOBS) tests --ignore=tests/distributed --ignore=tests/sweep
 	$(PY) -m pytest -q tests/distributed
 	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q -n $(JOBS) -m mode_sensitive tests
 	TORCH_TPU_EAGER_MODE=strict $(PY) -m pytest -q -n $(JOBS) -m mode_sensitive tests
@@ -51,6 +51,11 @@ $(DEPS): requirements.txt pyproject.toml | $(PY)
 	@command -v ccache >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  (apt-get update -qq && apt-get install -y -qq ccache) >/dev/null 2>&1; } || echo "ccache unavailable: building without it"
 	@touch $@
+
+# The architecture sweep's fixed sample (tests/sweep): whole tiny models in the sweep's worker processes, its own CI
+# step (`make test` runs the sweep's unit tests, not the models).
+test-sweep: build
+	$(PY) -m pytest -q -n $(JOBS) tests/sweep
 
 # Ecosystem integrations in their own CI step: the pinned extra installed into .venv (the requirements as
 # constraints, so nothing pinned moves), then its tests (skipped by `make test` where the extra is absent).

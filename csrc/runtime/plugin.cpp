@@ -3,9 +3,13 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
 
+#include "runtime/disk_cache.h"
 #include "runtime/pjrt.h"
 
 namespace torch_tpu {
@@ -24,6 +28,32 @@ std::string named_value_text(const PJRT_NamedValue& v) {
   }
   return "";
 }
+
+namespace {
+
+// What the library is, not where it lies: its name, size and three 1 MiB windows of its bytes (start, middle, end).
+// The compile cache keys executables by it, so the same plugin wheel installed in another virtual environment (a
+// fresh clone's, CI's) finds the executables compiled before instead of recompiling everything; a rebuilt or upgraded
+// plugin differs in size or bytes.
+std::string content_identity(const std::string& path, uint64_t size) {
+  constexpr uint64_t kWindow = 1 << 20;
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes;
+  for (uint64_t at : {uint64_t{0}, size / 2, size > kWindow ? size - kWindow : 0}) {
+    std::string window(static_cast<size_t>(std::min(kWindow, size - std::min(at, size))), '\0');
+    in.seekg(static_cast<std::streamoff>(at));
+    in.read(window.data(), static_cast<std::streamsize>(window.size()));
+    window.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    in.clear();
+    bytes += window;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(stable_hash(bytes)));
+  size_t slash = path.find_last_of('/');
+  return (slash == std::string::npos ? path : path.substr(slash + 1)) + "|" + std::to_string(size) + "|" + hex;
+}
+
+}  // namespace
 
 std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
   static std::mutex mu;
@@ -75,7 +105,7 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
   } catch (const Error&) {
     // Attributes are informative only; old plugins lack the entry.
   }
-  plugin->identity_ = path + "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtime) + "|" +
+  plugin->identity_ = content_identity(path, static_cast<uint64_t>(st.st_size)) + "|" +
                       std::to_string(plugin->major_) + "." + std::to_string(plugin->minor_);
   loaded[path] = plugin;
   return plugin;

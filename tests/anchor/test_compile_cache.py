@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import torch
 import torch_tpu
 from torch_tpu import _C
 from torch_tpu._internal import compiler_options
+from torch_tpu.runtime import default_plugin_path
 
 options = torch.tpu.compiler.custom_compiler_options
 
@@ -142,6 +144,15 @@ def test_disk_tier_is_private_and_reused(tmp_path: Path) -> None:
     assert first["counters"]["compiles"] >= 3 and len(_entries(tmp_path / "c")) >= 3
     second, _ = _child(tmp_path / "c", "fill", "3")
     assert second["counters"]["compiles"] == 0 and second["counters"]["disk_cache_hits"] >= 3
+    # The same plugin wheel in another virtual environment (a fresh clone's, CI's): another path and mtime, the same
+    # bytes. Its executables are the same, so they are loaded, not compiled again (once keyed by path: every fresh
+    # clone recompiled the whole suite).
+    original = Path(default_plugin_path())
+    copy = tmp_path / "other-venv" / original.name
+    copy.parent.mkdir()
+    shutil.copyfile(original, copy)
+    third, _ = _child(tmp_path / "c", "fill", "3", env={"TORCH_TPU_PJRT_PLUGIN": str(copy)})
+    assert third["counters"]["compiles"] == 0 and third["counters"]["disk_cache_hits"] >= 3
 
 
 def test_disk_tier_is_bounded_least_recently_used_first(tmp_path: Path) -> None:

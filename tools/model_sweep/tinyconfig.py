@@ -66,6 +66,16 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "reformer": {"axial_pos_shape": [8, 8], "axial_pos_embds_dim": [16, 16], "local_attn_chunk_length": 4},
     "big_bird": {"attention_type": "original_full"},
     "bigbird_pegasus": {"attention_type": "original_full"},
+    # Hybrids whose layer schedule is a period and an offset, not a list: one attention layer among the two.
+    "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    # Zamba ties the shared transformer of every hybrid layer to the first (a lone hybrid layer fails): none kept.
+    "zamba": {"layers_block_type": ["linear_attention", "linear_attention"]},
+    # Mamba-2 heads: n_heads * head_dim must equal expand * hidden_size (2 * 32).
+    "bamba": {"mamba_n_heads": 4, "mamba_d_head": 16},
+    "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 16},
+    "mamba2": {"head_dim": 16},
+    "gemma4_assistant": {"hidden_size_per_layer_input": 0},
 }
 
 
@@ -115,7 +125,21 @@ def _shrink_int(key: str, value: int, orig_heads: int | None) -> int:
     return value if width is None else min(value, width)
 
 
-def _shrink_list(key: str, value: list[Any], orig_layers: int | None) -> list[Any]:
+def _kept_layers(d: dict[str, Any], layers: int | None) -> list[int] | None:
+    """Which of the original layers the tiny model keeps: the first layer of every kind (the kind of layer i is the
+    tuple of every per-layer string list at i: layer_types, mlp_layer_types, ...), then the next layers in order up to
+    LAYERS. Keeping only the first LAYERS layers would turn a hybrid (three linear-attention layers, then one full
+    attention) into a model without one of its kinds."""
+    if layers is None or layers <= LAYERS:
+        return None
+    lists = [v for v in d.values() if isinstance(v, list) and len(v) == layers and all(isinstance(x, str) for x in v)]
+    kinds = list(zip(*lists, strict=True)) if lists else [()] * layers
+    kept = [i for i in range(layers) if kinds[i] not in kinds[:i]]
+    kept += [i for i in range(layers) if i not in kept][: max(0, LAYERS - len(kept))]
+    return sorted(kept)
+
+
+def _shrink_list(key: str, value: list[Any], orig_layers: int | None, kept: list[int] | None) -> list[Any]:
     ints = all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     if ints and key == "depths":
         return [1] * len(value)
@@ -129,21 +153,77 @@ def _shrink_list(key: str, value: list[Any], orig_layers: int | None) -> list[An
         return [min(v, IMAGE) for v in value]
     if key == "patch_size":
         return [min(v, PATCH) for v in value]
-    if orig_layers is not None and orig_layers > LAYERS and len(value) == orig_layers:
-        return value[:LAYERS]  # per-layer lists (layer_types, ...) follow the depth
+    if kept is not None and len(value) == orig_layers:
+        return [value[i] for i in kept]  # per-layer lists (layer_types, ...) follow the kept layers
     return value
+
+
+def _per_layer_dict(value: dict[Any, Any], orig_layers: int, kept: list[int]) -> dict[Any, Any] | None:
+    """A dict keyed by layer index (gemma4's per_layer_config) renumbered to the kept layers; None if not one."""
+    if not value or not all(isinstance(k, int) or (isinstance(k, str) and k.isdigit()) for k in value):
+        return None
+    if not all(0 <= int(k) < orig_layers for k in value):
+        return None
+    return {type(k)(kept.index(int(k))): v for k, v in value.items() if int(k) in kept}
+
+
+# Text models whose rotary embedding is split in three sections (time, height, width) by a default written in their
+# modeling code for the full-size head (glm4v's [8, 12, 12] of 32), not in their configuration.
+_MROPE_TYPES = {"glm4v_text", "glm4v_moe_text", "glm_image_text", "glm_ocr_text", "qwen2_vl_text", "qwen2_5_vl_text"}
+_MROPE_TYPES |= {"paddleocr_vl_text", "ernie4_5_vl_moe_text", "cosmos3_edge_text", "cosmos3_edge"}
+
+
+def _fix_rope(d: dict[str, Any]) -> None:
+    """mrope_section splits the rotary half of head_dim in three: scaled to the tiny head."""
+    rope = d.get("rope_parameters")
+    if not isinstance(rope, dict):
+        return
+    section = rope.get("mrope_section")
+    if (isinstance(section, list) and len(section) == 3) or d.get("model_type") in _MROPE_TYPES:
+        rotary = int(int(d.get("head_dim") or HEAD_DIM) * float(rope.get("partial_rotary_factor", 1.0)))
+        half = rotary // 2
+        rope["mrope_section"] = [half // 4, half // 4, half - 2 * (half // 4)]
+
+
+def _fill_none(d: dict[str, Any], out: dict[str, Any]) -> None:
+    """Sizes a config leaves None for its model to derive, where the model reads the attribute as it is."""
+    heads = next((out[k] for k in _HEADS if isinstance(out.get(k), int)), None)
+    for key, value in d.items():
+        if value is not None or heads is None:
+            continue
+        if key in _KV:
+            out[key] = heads
+        elif key in _HEAD_DIM and key == "head_dim":
+            width = next((out[k] for k in _HIDDEN if isinstance(out.get(k), int)), HIDDEN)
+            out[key] = width // heads
+    for key in _VOCAB:
+        if key in d and d[key] is None:
+            out[key] = VOCAB
+
+
+def _fix_backbone(out: dict[str, Any], kept: list[int] | None) -> None:
+    """Backbone outputs named by stage index follow the shrunk depth (stage_names has one stage per kept layer)."""
+    indices = out.get("out_indices")
+    if kept is None or "depths" in out or not isinstance(indices, list):
+        return
+    n = len(kept)
+    out["out_indices"] = sorted({min(i, n) if i >= 0 else i for i in indices if isinstance(i, int)})
+    out["out_features"] = None
 
 
 def shrink(d: dict[str, Any]) -> dict[str, Any]:
     """A tiny copy of a config's to_dict(): sizes shrunk by name, dropouts zeroed, sub-configs shrunk recursively."""
     heads = next((d[k] for k in _HEADS if isinstance(d.get(k), int)), None)
     layers = next((d[k] for k in _LAYERS if isinstance(d.get(k), int)), None)
+    kept = _kept_layers(d, layers)
     out: dict[str, Any] = {}
     for key, value in d.items():
         if isinstance(value, dict) and "model_type" in value:
             out[key] = shrink(value)
         elif isinstance(value, bool) or value is None:
             out[key] = value
+        elif isinstance(value, int) and key in _LAYERS and kept is not None and value == layers:
+            out[key] = len(kept)
         elif isinstance(value, int):
             out[key] = _shrink_int(key, value, heads)
         elif isinstance(value, float) and _is_prob(key):
@@ -151,9 +231,15 @@ def shrink(d: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, list) and value and all(isinstance(v, float) for v in value) and _is_prob(key):
             out[key] = [0.0] * len(value)  # per-stage rates (cvt's drop_path_rate, ...)
         elif isinstance(value, list):
-            out[key] = _shrink_list(key, value, layers)
+            out[key] = _shrink_list(key, value, layers, kept)
+        elif isinstance(value, dict) and "layer" in key and kept is not None and layers is not None:
+            renumbered = _per_layer_dict(value, layers, kept)
+            out[key] = value if renumbered is None else renumbered
         else:
             out[key] = value
+    _fill_none(d, out)
+    _fix_backbone(out, kept)
+    _fix_rope(out)
     return out
 
 
