@@ -98,3 +98,20 @@ def test_tiny_hybrids_keep_one_layer_of_every_kind():
     # The multimodal rotary sections follow the tiny head (glm4v's [8, 12, 12] is for a 64-wide head).
     text = tiny_config("glm4v").text_config
     assert sum(text.rope_parameters["mrope_section"]) == text.hidden_size // text.num_attention_heads // 2
+
+
+def test_inputs_take_the_layout_the_model_runs_on_the_cpu():
+    # Whisper reads audio features as (batch, mel, frames), Parakeet as (batch, frames, mel); DAC's waveform has a
+    # channel dimension, wav2vec2's has none. Each once failed on the CPU too ("error (CPU too)"), so tpu went untested.
+    import transformers
+
+    from tools.model_sweep.heads import input_candidates
+    from tools.model_sweep.worker import _prepare_config, _runnable_inputs
+
+    shapes = {}
+    for model_type, cls in [("whisper", "WhisperModel"), ("parakeet_ctc", "ParakeetForCTC"), ("dac", "DacModel")]:
+        torch.manual_seed(0)
+        model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
+        inputs = _runnable_inputs(model, input_candidates(model, "base"))
+        shapes[model_type] = tuple(inputs.get("input_features", inputs.get("input_values")).shape)
+    assert shapes == {"whisper": (2, 16, 32), "parakeet_ctc": (2, 32, 16), "dac": (2, 1, 1600)}

@@ -104,6 +104,15 @@ def _features(cfg: Any) -> torch.Tensor:
     return torch.randn(BATCH, 4 * SEQ, per_channel, generator=_gen(2))
 
 
+def _contrastive(cfg: Any) -> bool:
+    """A text and an image tower side by side (CLIP, ALIGN, BLIP, ...): a vision config, and no image token ids that
+    would ask the prompt to hold placeholders for image features (LLaVA-style models)."""
+    if getattr(cfg, "vision_config", None) is None:
+        return False
+    keys = set(cfg.to_dict())
+    return not any(k in keys for k in ("image_token_id", "image_token_index", "image_token", "boi_token_id"))
+
+
 def forward_params(model: torch.nn.Module) -> set[str]:
     return set(inspect.signature(model.forward).parameters)
 
@@ -126,9 +135,29 @@ def make_inputs(model: Any, head: str) -> dict[str, torch.Tensor]:
         inputs["input_values"] = torch.randn(BATCH, AUDIO_SAMPLES, generator=_gen(2))
     else:
         raise NotImplementedError(f"main input {main!r}")
+    if main == "input_ids" and "pixel_values" in accepts and _contrastive(cfg):
+        inputs["pixel_values"] = _pixels(cfg)  # CLIP-style dual encoders embed both
     if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in accepts:
         inputs["decoder_input_ids"] = token_ids(cfg, (BATCH, DECODER_SEQ), seed=3)
     return inputs
+
+
+def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
+    """make_inputs, then the same inputs in the other layouts models of one main input name disagree on: audio
+    features as (batch, mel, frames) or (batch, frames, mel), waveforms with or without a channel dimension, images
+    at twice the configured size (for stems that pool more than the tiny size allows). The worker keeps the first
+    that the model runs on the CPU."""
+    first = make_inputs(model, head)
+    out = [first]
+    for key, value in first.items():
+        if key == "input_features" and value.dim() == 3:
+            out.append({**first, key: value.transpose(1, 2).contiguous()})
+        elif key == "input_values" and value.dim() == 2:
+            out.append({**first, key: value.unsqueeze(1)})
+        elif key == "pixel_values" and value.dim() == 4:
+            h, w = value.shape[-2:]
+            out.append({**first, key: torch.randn(*value.shape[:2], 2 * h, 2 * w, generator=_gen(2))})
+    return out
 
 
 def make_labels(model: Any, head: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -148,7 +177,13 @@ def generate_kwargs(model: Any) -> dict[str, Any]:
     eos = getattr(text, "eos_token_id", None)
     if pad is None:
         pad = eos if isinstance(eos, int) else 0
+    extra: dict[str, Any] = {}
+    if getattr(model.config, "is_encoder_decoder", False):
+        start = getattr(model.config, "decoder_start_token_id", None)
+        if start is None and getattr(model.config, "bos_token_id", None) is None:
+            extra["decoder_start_token_id"] = pad  # configs that leave both unset (T5-style ones start at pad)
     return {
+        **extra,
         "max_new_tokens": GENERATE_TOKENS,
         "min_new_tokens": GENERATE_TOKENS,
         "do_sample": False,

@@ -44,7 +44,7 @@ _VOCAB = {"vocab_size", "n_vocab"}
 _POSITIONS = {"max_position_embeddings", "n_positions", "n_ctx", "max_target_positions", "max_seq_len"}
 _POSITIONS |= {"max_sequence_length", "seq_length"}
 _EXPERTS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
-_TOPK = {"num_experts_per_tok", "moe_topk", "num_selected_experts"}
+_TOPK = {"num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k", "num_experts_per_token"}
 _ONE = {"n_group": 1, "topk_group": 1}
 _LIST_WIDTHS = {"hidden_sizes", "embed_dims", "dims", "neck_hidden_sizes", "embedding_dims"}
 _ZERO_PROB = {"mask_time_prob", "mask_feature_prob", "layerdrop", "encoder_layerdrop", "decoder_layerdrop"}
@@ -76,6 +76,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 16},
     "mamba2": {"head_dim": 16},
     "gemma4_assistant": {"hidden_size_per_layer_input": 0},
+    "esm": {"pad_token_id": 1, "mask_token_id": 2},  # ESM's defaults leave them None; its embeddings need both
 }
 
 

@@ -258,11 +258,24 @@ def _break_constant_weights(model: Any) -> None:
                 p.add_(torch.randn(p.shape, generator=g, dtype=torch.float32).to(p.dtype) * 0.02)
 
 
+def _runnable_inputs(model: Any, candidates: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The first candidate inputs the model's CPU forward accepts (the first if none does: its error is reported)."""
+    if len(candidates) == 1:
+        return candidates[0]
+    for inputs in candidates:
+        try:
+            _forward(model, inputs, "cpu")
+            return inputs
+        except Exception:
+            continue
+    return candidates[0]
+
+
 def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
     import transformers
 
     import torch_tpu
-    from tools.model_sweep.heads import GENERATIVE, make_inputs, make_labels
+    from tools.model_sweep.heads import GENERATIVE, input_candidates, make_labels
 
     t0 = time.monotonic()
     rec: dict[str, Any] = {"head": head, "class": class_name, "steps": {}, "notes": [], "fallback_ops": {}}
@@ -275,7 +288,7 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
         torch.manual_seed(0)
         original = cls(_prepare_config(model_type, head))
         _break_constant_weights(original)
-        inputs = make_inputs(original, head)
+        inputs = _runnable_inputs(original, input_candidates(original, head))
         labels = make_labels(original, head, inputs)
     except NotImplementedError as e:
         rec.update(result="skipped", reason=f"the sweep makes no inputs for {e}")
