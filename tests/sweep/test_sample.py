@@ -43,5 +43,3 @@ def test_model_sweep_sample_passes(model_type, head):
     assert "train" in rec["steps"], "the head has a loss: the training step must have run"
     if head in ("causal_lm", "seq2seq_lm"):
         assert rec["steps"].get("generate", {}).get("result") == "pass"
-
-
