@@ -194,7 +194,7 @@ def _fill_none(d: dict[str, Any], out: dict[str, Any]) -> None:
             continue
         if key in _KV:
             out[key] = heads
-        elif key in _HEAD_DIM and key == "head_dim":
+        elif key == "head_dim":
             width = next((out[k] for k in _HIDDEN if isinstance(out.get(k), int)), HIDDEN)
             out[key] = width // heads
     for key in _VOCAB:
