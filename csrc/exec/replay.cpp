@@ -7,6 +7,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -191,7 +192,10 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
   ProgramPlan plan;
   {
     TensorProgram program(device, /*open_graph=*/true, rec.precision);
-    program.set_donatable({});  // inputs keep their buffers: a replay's caller may hold them elsewhere
+    // Only inputs can be donated (a call reads no other storage it does not make); a replay decides again.
+    std::set<const void*> donatable;
+    for (const auto& [data, index] : input_of) donatable.insert(data);
+    program.set_donatable(std::move(donatable));
     for (size_t i = 0; i < rec.ops.size(); ++i) lower_op(program, rec.ops[i], static_cast<int>(i));
     for (size_t k = 0; k < rec.slots.size(); ++k) {
       if (!keep[k]) program.forget(rec.slots[k].data);
@@ -247,10 +251,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
     }
     g->targets_.push_back(target);
   }
-  if (!plan.donated.empty()) {
-    *why = "the program donates an argument";
-    return nullptr;
-  }
+  g->donated_ = plan.donated;
   return g;
 }
 
@@ -332,20 +333,38 @@ std::optional<std::vector<c10::IValue>> CapturedGraph::replay(const std::vector<
     }
   }
   if (exe_) {
+    // Donation is decided and the new buffers put in place under the donation lock (see device_data.h).
+    std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);
+    if (!donated_.empty()) donating.lock();
     std::vector<std::shared_ptr<Buffer>> args;
     args.reserve(arg_inputs_.size());
     for (size_t a = 0; a < arg_inputs_.size(); ++a) {
       int input = arg_inputs_[a];
-      args.push_back(input >= 0 ? data[static_cast<size_t>(input)]->raw_buffer() : fixed_args_[a]);
+      if (input < 0) {
+        args.push_back(fixed_args_[a]);
+        continue;
+      }
+      const DeviceData* d = data[static_cast<size_t>(input)];
+      args.push_back(donating.owns_lock() ? d->raw_buffer_donating() : d->raw_buffer());
     }
+    std::vector<size_t> donated;
+    std::vector<int64_t> kept;
+    for (size_t a : donated_) {
+      // Donated when only the storage and this argument list hold the buffer.
+      if (inplace_donation() && args[a].use_count() == 2) {
+        donated.push_back(a);
+      } else {
+        kept.push_back(static_cast<int64_t>(a));
+      }
+    }
+    runtime_counters().donations += static_cast<int64_t>(donated.size());
     std::vector<const void*> targets;
     targets.reserve(targets_.size());
     for (const Target& t : targets_) {
       targets.push_back(t.input >= 0 ? static_cast<const void*>(data[static_cast<size_t>(t.input)])
                                      : static_cast<const void*>(&device_data(fresh[static_cast<size_t>(t.fresh)])));
     }
-    std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);  // nothing is donated
-    execute_plan(device_, *exe_, args, {}, targets, checks_, donating, [] {});
+    execute_plan(device_, *exe_, args, donated, targets, checks_, donating, [] {}, kept);
   }
   for (int i : updated_inputs_) inputs[static_cast<size_t>(i)].toTensor().unsafeGetTensorImpl()->bump_version();
   runtime_counters().graph_replays++;

@@ -8,6 +8,8 @@
 // is lost: the call ran normally) when the call did anything a replay could not repeat: ops run outside the
 // recording (a host op, a random draw, a hand-built program), a storage read that is neither an input nor made
 // by the call, an output that is not a fresh result or a view of an input, or an input it cannot compare.
+// An input the call updates in place (a KV cache, a running statistic) is donated to its new contents when nothing
+// else holds its buffer, as the fused engine does, so the update does not copy the storage.
 // A replay checks that the inputs look exactly like the captured ones (dtype, sizes, strides, offset, storage
 // size and contents type, which inputs share a storage, number values); when they do not it declines and the
 // caller records the call as usual.
@@ -104,6 +106,9 @@ class CapturedGraph {
   std::vector<Target> targets_;
   std::vector<CheckReport> checks_;
   std::vector<int> updated_inputs_;          // inputs whose storage the program writes (their versions are bumped)
+  // Program arguments (updated inputs) compiled to be donated to their new contents; a replay donates each one
+  // whose buffer nothing else holds, and passes the others undonated (XLA then copies them).
+  std::vector<size_t> donated_;
 };
 
 }  // namespace torch_tpu

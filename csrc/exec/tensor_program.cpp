@@ -342,11 +342,11 @@ std::string TensorProgram::program_text() const {
 void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr<Buffer>>& args,
                   const std::vector<size_t>& donated, const std::vector<const void*>& targets,
                   const std::vector<CheckReport>& checks, std::unique_lock<std::shared_mutex>& donating,
-                  const std::function<void()>& outputs_placed) {
+                  const std::function<void()>& outputs_placed, const std::vector<int64_t>& non_donatable) {
   std::vector<Buffer*> raw_args;
   raw_args.reserve(args.size());
   for (const auto& a : args) raw_args.push_back(a.get());
-  ExecuteResult r = exe.execute(raw_args, pjrt_device(device));
+  ExecuteResult r = exe.execute(raw_args, pjrt_device(device), non_donatable);
   runtime_counters().graphs_run++;
   for (size_t i = 0; i < targets.size(); ++i) {
     static_cast<DeviceData*>(const_cast<void*>(targets[i]))->raw_set_buffer(r.outputs[i]);

@@ -57,11 +57,12 @@ struct ProgramPlan {
 // the predicate and the culprit). `donating`: the lock held while old buffers are donated (released once the new
 // buffers are in place); `outputs_placed` runs then, before any wait. The shared tail of TensorProgram::run and of
 // a structural cache hit. The `donated` arguments are kept until the execution has finished: releasing one before
-// PJRT confirms the donation blocks until the whole program has run.
+// PJRT confirms the donation blocks until the whole program has run. `non_donatable`: aliased arguments passed
+// without donating them (XLA then copies them into their results), for a program compiled to donate them.
 void execute_plan(int device, Executable& exe, const std::vector<std::shared_ptr<Buffer>>& args,
                   const std::vector<size_t>& donated, const std::vector<const void*>& targets,
                   const std::vector<CheckReport>& checks, std::unique_lock<std::shared_mutex>& donating,
-                  const std::function<void()>& outputs_placed);
+                  const std::function<void()>& outputs_placed, const std::vector<int64_t>& non_donatable = {});
 
 // A cached device buffer holding `value` (0-d; PRED, S64 or F64 by the Scalar's kind), as host_scalar uses.
 std::shared_ptr<Buffer> scalar_buffer(int device, const c10::Scalar& value);

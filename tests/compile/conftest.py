@@ -37,6 +37,7 @@ KEYS = (
     "captured_graphs",
     "refused_captures",
     "replayed_calls",
+    "donations",
 )
 
 

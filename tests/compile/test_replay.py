@@ -84,6 +84,8 @@ def test_replay_updates_inputs_in_place(delta) -> None:
     # Each call is replayed, captured (once) or refused (a call that lowers new op structures, at most the first).
     assert d["refused_captures"] <= 1
     assert d["replayed_calls"] == 5 - 1 - d["refused_captures"]
+    # A replay donates x's old buffer to its new contents (nothing else holds it), as the fused engine does.
+    assert d["donations"] >= d["replayed_calls"]
 
 
 def test_random_calls_are_never_captured(delta) -> None:
@@ -237,6 +239,8 @@ def test_static_cache_updates_replay_in_place(mode: str, delta) -> None:
             torch.testing.assert_close(tpu.cache.cpu(), cpu.cache)
     d = delta()
     assert d["replayed_calls"] >= 8 and d["fallbacks"] == 0
+    # The cache is updated in place: each replay donates its buffer instead of copying it.
+    assert d["donations"] >= d["replayed_calls"]
 
 
 class _RecordingMode(torch.utils._python_dispatch.TorchDispatchMode):

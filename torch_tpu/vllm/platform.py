@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 logger = init_logger(__name__)
 
+# vllm_config.additional_config's entry that turns on the runner's step replay (set for vLLM's compiled mode).
+REPLAY_KEY = "torch_tpu_replay_steps"
 # Tokens per KV-cache block unless the user asks for another size: small blocks waste little cache on short requests.
 DEFAULT_BLOCK_SIZE = 16
 
@@ -99,13 +101,11 @@ class TpuPlatform(CpuPlatform):
 
         compilation_config = vllm_config.compilation_config
         compilation_config.cudagraph_capture_sizes = []
-        if compilation_config.mode != CompilationMode.NONE:
-            # vLLM's own compiler (piecewise graphs for inductor and CUDA graphs) has no tpu backend; one Dynamo
-            # trace of the whole model, compiled by torch_tpu's backend, serves every batch (docs/guide/serving.md).
-            compilation_config.mode = CompilationMode.DYNAMO_TRACE_ONCE
-            compilation_config.backend = "tpu"
-            # vLLM's ahead-of-time cache stores inductor's output code only; torch_tpu keeps its own program cache.
-            os.environ["VLLM_USE_AOT_COMPILE"] = "0"
-        if vllm_config.lora_config is not None:
-            compilation_config.mode = CompilationMode.NONE
+        if compilation_config.mode != CompilationMode.NONE and vllm_config.lora_config is None:
+            # vLLM's own compiler (piecewise graphs for inductor and CUDA graphs) has no tpu backend, and a Dynamo
+            # graph of the model cannot be replayed (its attention reads the KV cache and the step's tables from
+            # vLLM's forward context): the runner replays whole steps instead (model_runner.StepReplay).
+            if isinstance(vllm_config.additional_config, dict):
+                vllm_config.additional_config[REPLAY_KEY] = True
+        compilation_config.mode = CompilationMode.NONE
         vllm_config.profiler_config.torch_profiler_dump_cuda_time_total = False

@@ -63,6 +63,11 @@ def main() -> None:
         "seeded_again": [o.outputs[0].token_ids for o in llm.generate(PROMPTS[:3], seeded, use_tqdm=False)],
     }
     result = {k: [list(t) for t in v] if isinstance(v, list) else v for k, v in result.items()}
+    if current_platform.device_type == "tpu":
+        import torch_tpu
+
+        metrics = torch_tpu.metrics()
+        result["counters"] = {k: metrics[k] for k in ("replayed_calls", "captured_graphs", "executions", "compiles")}
     sys.stdout.write("RESULT " + json.dumps(result) + "\n")
 
 
