@@ -109,7 +109,6 @@ class StepReplay:
         self.model = model
         self.kv_caches = kv_caches
         self.graphs: dict[tuple[Any, ...], Replayed] = {}
-        self.weights: list[torch.Tensor] | None = None
         self.reported: set[str] = set()
 
     def __call__(
@@ -123,10 +122,10 @@ class StepReplay:
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = Replayed(lambda ids, pos, *_: self.forward(ids, pos, *args, **kwargs))
-        if self.weights is None:  # vLLM loads new weights into these tensors (copies), never replaces them
-            self.weights = [*self.model.parameters(), *self.model.buffers()]
+        # Listed every step: a weight reload that replaces a parameter must not leave the replay reading the old one.
+        weights = [*self.model.parameters(), *self.model.buffers()]
         caches = [t for t in self.kv_caches() if isinstance(t, torch.Tensor)]
-        out = graph([input_ids, positions, *tables, *caches, *self.weights])
+        out = graph([input_ids, positions, *tables, *caches, *weights])
         if graph.last_refusal and graph.last_refusal not in self.reported:
             self.reported.add(graph.last_refusal)
             logger.warning("torch_tpu could not capture a step for replay (%s); it runs eagerly", graph.last_refusal)
