@@ -88,6 +88,29 @@ def test_compiled_equals_vllm_cpu(models: str) -> None:
     assert eager["replayed_calls"] == 0 and eager["captured_graphs"] == 0, eager
 
 
+def test_tensor_parallel_equals_vllm_cpu(models: str) -> None:
+    # Two workers, each on its own tpu device, the model's layers split between them and reduced over tpu_dist.
+    model = _model("llama", models)
+    tpu = _generate(model, "--tensor-parallel-size", "2")
+    cpu = _generate(model, platform="cpu")
+    for key in ("greedy", "greedy_again", "seeded"):
+        assert tpu[key] == cpu[key], key
+
+
+def test_pipeline_parallel_is_refused_by_name() -> None:
+    from types import SimpleNamespace
+
+    from torch_tpu.vllm.platform import TpuPlatform
+
+    config = SimpleNamespace(
+        cache_config=SimpleNamespace(user_specified_block_size=True, block_size=16),
+        scheduler_config=SimpleNamespace(async_scheduling=False),
+        parallel_config=SimpleNamespace(pipeline_parallel_size=2),
+    )
+    with pytest.raises(NotImplementedError, match="pipeline parallelism"):
+        TpuPlatform.check_and_update_config(config)
+
+
 # ---- `python -m torch_tpu.vllm serve`: vLLM's OpenAI-compatible server on tpu ----
 
 

@@ -28,7 +28,7 @@ from vllm.v1.worker.cpu_model_runner import CPUModelRunner, _torch_cuda_wrapper
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
-from torch_tpu.compile.replay import Replayed
+from torch_tpu.compile.replay import MAX_FAILED, Replayed
 from torch_tpu.vllm.attention import TpuPagedAttentionMetadata, kv_cache_shape, token_bucket
 from torch_tpu.vllm.platform import REPLAY_KEY
 
@@ -126,9 +126,11 @@ class StepReplay:
         weights = [*self.model.parameters(), *self.model.buffers()]
         caches = [t for t in self.kv_caches() if isinstance(t, torch.Tensor)]
         out = graph([input_ids, positions, *tables, *caches, *weights])
-        if graph.last_refusal and graph.last_refusal not in self.reported:
+        # A step's first run at a new size is refused (it lowers new op structures); a size whose captures keep
+        # being refused (collectives of tensor parallelism run outside the recording) stays eager: said once.
+        if graph.failed >= MAX_FAILED and graph.last_refusal not in self.reported:
             self.reported.add(graph.last_refusal)
-            logger.warning("torch_tpu could not capture a step for replay (%s); it runs eagerly", graph.last_refusal)
+            logger.warning("torch_tpu cannot replay these steps (%s): they run eagerly", graph.last_refusal)
         return out
 
     @staticmethod

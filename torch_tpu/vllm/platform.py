@@ -92,12 +92,17 @@ class TpuPlatform(CpuPlatform):
         vllm_config.scheduler_config.async_scheduling = False
 
         parallel_config = vllm_config.parallel_config
+        if parallel_config.pipeline_parallel_size > 1:
+            raise NotImplementedError(
+                "torch_tpu's vLLM platform has no pipeline parallelism yet (its runner does not pass intermediate "
+                "tensors between stages); use tensor parallelism (--tensor-parallel-size) instead"
+            )
         if parallel_config.worker_cls == "auto":
             parallel_config.worker_cls = "torch_tpu.vllm.worker.TpuWorker"
         parallel_config.enable_dbo = False
-        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "1":
-            # The engine core runs in a child process, which must start afresh: a forked PJRT client is unusable.
-            os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+        # The engine core and the workers of tensor or pipeline parallelism run in child processes, which must start
+        # afresh: a forked PJRT client is unusable (vLLM's CPU platform spawns them for the same kind of reason).
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
 
         compilation_config = vllm_config.compilation_config
         compilation_config.cudagraph_capture_sizes = []

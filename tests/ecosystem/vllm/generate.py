@@ -4,6 +4,7 @@ Run in a process of its own, once on vLLM's CPU platform (`VLLM_PLUGINS=""`) and
 plugin), so that tests/ecosystem/test_vllm.py can compare the two token for token.
 
     python -m tests.ecosystem.vllm.generate MODEL_DIR [--no-prefix-caching] [--compile] [--max-tokens N]
+        [--tensor-parallel-size N]
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main() -> None:
     parser.add_argument("--no-prefix-caching", action="store_true")
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--max-tokens", type=int, default=24)
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
     args = parser.parse_args()
 
     from vllm import LLM, SamplingParams
@@ -49,6 +51,9 @@ def main() -> None:
         enable_prefix_caching=not args.no_prefix_caching,
         enforce_eager=not args.compile,
         seed=0,
+        tensor_parallel_size=args.tensor_parallel_size,
+        # Workers of tensor parallelism are processes of their own (spawned: see torch_tpu.vllm.platform).
+        distributed_executor_backend="mp" if args.tensor_parallel_size > 1 else None,
     )
     greedy = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)
     seeded = [
