@@ -5,9 +5,9 @@ The tiny random Llama of tests/ecosystem/vllm (2 layers, hidden 128, float32), 3
 process, as a user would start it: vLLM's CPU platform (`VLLM_PLUGINS=""`), torch_tpu fused eager
 (`enforce_eager=True`) and torch_tpu compiled (vLLM's compilation on, which the tpu runner serves by replaying
 captured steps). After one warm-up pass over the same workload, per configuration: time to first token (all 32
-requests prefilled and sampled once), decode tokens/s, overall tokens/s, each the best of three timed passes (the
-host is shared); on tpu also XLA compiles during the timed passes (goal 0) and device executions per step (one for
-the forward pass and one for the sampled rows' logits when replayed). Results also go to
+requests prefilled and sampled once), decode tokens/s, overall tokens/s, each the best of three timed passes in each
+of two processes per configuration, the configurations taking turns (the host is shared); on tpu also XLA compiles
+during the timed passes (goal 0) and device executions per step (a replayed decode step is one). Results also go to
 benchmarks/results/serving.md.
 
 Run from the vLLM environment: `.venv-vllm/bin/python benchmarks/serving.py` (`--quick`: 8 requests, 8 tokens).
@@ -32,7 +32,8 @@ CONFIGS = {
     "torch_tpu fused": {"env": {}, "compile": False},
     "torch_tpu compiled": {"env": {}, "compile": True},
 }
-REPEATS = 3
+REPEATS = 3  # timed passes per process
+ROUNDS = 2  # processes per configuration
 _WORDS = "the river garden window kettle lantern harbour meadow engine signal forest market bridge letter".split()
 
 
@@ -94,6 +95,18 @@ def _counters() -> dict[str, int]:
     return {"compiles": m["compiles"], "executions": m["executions"]}
 
 
+def _best(old: dict | None, new: dict) -> dict:
+    if old is None:
+        return new
+    best = dict(old)
+    best["ttft_s"] = min(old["ttft_s"], new["ttft_s"])
+    best["decode_tok_s"] = max(old["decode_tok_s"], new["decode_tok_s"])
+    best["tok_s"] = max(old["tok_s"], new["tok_s"])
+    if "compiles" in new:
+        best["compiles"] = max(old["compiles"], new["compiles"])
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -110,17 +123,18 @@ def main() -> None:
     requests, tokens = (8, 8) if args.quick else (32, 32)
     with tempfile.TemporaryDirectory() as tmp:
         model = build(Path(tmp) / "llama", "llama")
-        results = {}
-        for name, config in CONFIGS.items():
-            env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", **config["env"])
-            argv = [str(model), "1" if config["compile"] else "0", str(requests), str(tokens)]
-            done = subprocess.run(
-                [sys.executable, __file__, "--child", *argv], env=env, capture_output=True, text=True, cwd=ROOT
-            )
-            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            if done.returncode or not lines:
-                raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
-            results[name] = json.loads(lines[-1].removeprefix("RESULT "))
+        results: dict[str, dict] = {}
+        for _ in range(ROUNDS):  # the configurations take turns, so that a busy moment of the host hits them all
+            for name, config in CONFIGS.items():
+                env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", **config["env"])
+                argv = [str(model), "1" if config["compile"] else "0", str(requests), str(tokens)]
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child", *argv], env=env, capture_output=True, text=True, cwd=ROOT
+                )
+                lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+                if done.returncode or not lines:
+                    raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
+                results[name] = _best(results.get(name), json.loads(lines[-1].removeprefix("RESULT ")))
 
     base = results["vLLM CPU platform"]
     lines = [
@@ -128,7 +142,8 @@ def main() -> None:
         "",
         f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; tpu = XLA-CPU through PJRT. "
         f"Tiny random Llama (float32), {requests} requests, {tokens} tokens each, prefix caching off, "
-        f"best of {REPEATS} passes. Compiled: vLLM's compilation on, which torch_tpu serves by replaying steps. "
+        f"best of {ROUNDS} processes x {REPEATS} passes each, the configurations taking turns. "
+        "Compiled: vLLM's compilation on, which torch_tpu serves by replaying steps. "
         "`python benchmarks/serving.py`.",
         "",
         "| configuration | TTFT (s) | decode tok/s | tok/s | decode vs CPU platform | compiles after warm-up "

@@ -94,6 +94,8 @@ class TpuPagedAttentionMetadata:
     # [token_bucket(num_tokens), 2 + S] int64 on the device: each token's cache slot, its position, then the slots
     # of its context (padding rows: slot 0, position 0, context slot 0).
     token_table: torch.Tensor
+    # Every request has one query token (a pure decode step): vLLM then samples every row, in order.
+    decode_only: bool = False
 
 
 class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentionMetadata]):
@@ -132,7 +134,8 @@ class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentio
         table[:num_tokens, 0] = np.maximum(cm.slot_mapping[:num_tokens].cpu().numpy(), 0)
         table[:num_tokens, 1] = positions
         table[:num_tokens, 2:] = request_slots[request_of_token]
-        return TpuPagedAttentionMetadata(num_tokens, torch.from_numpy(table).to(self.table_device))
+        table_on_device = torch.from_numpy(table).to(self.table_device)
+        return TpuPagedAttentionMetadata(num_tokens, table_on_device, decode_only=num_tokens == num_reqs)
 
 
 class TpuPagedAttentionImpl(AttentionImpl):

@@ -58,11 +58,10 @@ class TpuModelRunner(CPUModelRunner):
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
-        forward = self.model.forward
-        if self.replay_steps:
-            forward = StepReplay(forward, self.model, lambda: self.kv_caches)
-        self.model.forward = _inputs_to_device(forward, self.model_device)
-        self.model.compute_logits = _logits_to_host(self.model.compute_logits, self.model_device)
+        forward, compute_logits = self.model.forward, self.model.compute_logits
+        step = StepReplay(forward, compute_logits, self.model, lambda: self.kv_caches) if self.replay_steps else None
+        self.model.forward = _inputs_to_device(step or forward, self.model_device)
+        self.model.compute_logits = _logits_to_host(compute_logits, self.model_device, step)
 
     def initialize_kv_cache_tensors(
         self, kv_cache_config: KVCacheConfig, kernel_block_sizes: list[int], kv_cache_allocation_context: Any = None
@@ -104,28 +103,43 @@ class StepReplay:
     tables: vLLM's profiling and dummy runs; embeddings or intermediate tensors as inputs; a capture torch_tpu
     refuses) runs through the fused engine as in eager mode."""
 
-    def __init__(self, forward: Callable[..., Any], model: torch.nn.Module, kv_caches: Callable[[], list[Any]]) -> None:
+    def __init__(
+        self,
+        forward: Callable[..., Any],
+        compute_logits: Callable[..., Any],
+        model: torch.nn.Module,
+        kv_caches: Callable[[], list[Any]],
+    ) -> None:
         self.forward = forward
+        self.compute_logits = compute_logits
         self.model = model
         self.kv_caches = kv_caches
         self.graphs: dict[tuple[Any, ...], Replayed] = {}
         self.reported: set[str] = set()
+        # A decode step's logits of every row (computed in the replayed program), and how many rows are real: vLLM
+        # samples exactly those rows next, and `compute_logits` hands them over instead of a second execution.
+        self.decode_logits: tuple[torch.Tensor, int] | None = None
 
     def __call__(
         self, input_ids: torch.Tensor | None, positions: torch.Tensor | None, *args: Any, **kwargs: Any
     ) -> Any:
-        tables = self._tables()
+        self.decode_logits = None
+        step = self._tables()
         extra = [v for v in (*args, *kwargs.values()) if v is not None]
-        if tables is None or extra or input_ids is None or positions is None:
+        if step is None or extra or input_ids is None or positions is None:
             return self.forward(input_ids, positions, *args, **kwargs)
-        key = (tuple(input_ids.shape), tuple(positions.shape), *(tuple(t.shape) for t in tables))
+        tables, decode_rows = step
+        key = (tuple(input_ids.shape), tuple(positions.shape), decode_rows is None, *(tuple(t.shape) for t in tables))
         graph = self.graphs.get(key)
         if graph is None:
-            graph = self.graphs[key] = Replayed(lambda ids, pos, *_: self.forward(ids, pos, *args, **kwargs))
+            graph = self.graphs[key] = Replayed(self._step_fn(decode_rows is not None))
         # Listed every step: a weight reload that replaces a parameter must not leave the replay reading the old one.
         weights = [*self.model.parameters(), *self.model.buffers()]
         caches = [t for t in self.kv_caches() if isinstance(t, torch.Tensor)]
         out = graph([input_ids, positions, *tables, *caches, *weights])
+        if decode_rows is not None:
+            out, logits = out
+            self.decode_logits = (logits, decode_rows)
         # A step's first run at a new size is refused (it lowers new op structures); a size whose captures keep
         # being refused (collectives of tensor parallelism run outside the recording) stays eager: said once.
         if graph.failed >= MAX_FAILED and graph.last_refusal not in self.reported:
@@ -133,18 +147,40 @@ class StepReplay:
             logger.warning("torch_tpu cannot replay these steps (%s): they run eagerly", graph.last_refusal)
         return out
 
+    def _step_fn(self, with_logits: bool) -> Callable[..., Any]:
+        """The captured function: the forward pass on (ids, positions), the rest of the inputs read through vLLM's
+        forward context and the model; with the logits of every row for a decode step."""
+
+        def step(ids: torch.Tensor, positions: torch.Tensor, *_: Any) -> Any:
+            hidden = self.forward(ids, positions)
+            return (hidden, self.compute_logits(hidden)) if with_logits else hidden
+
+        return step
+
+    def take_decode_logits(self, rows: int) -> torch.Tensor | None:
+        """This decode step's logits when vLLM asks for `rows` rows (all of the step's tokens, in order), else None."""
+        pending, self.decode_logits = self.decode_logits, None
+        if pending is None or pending[1] != rows:
+            return None
+        return pending[0][:rows]
+
     @staticmethod
-    def _tables() -> list[torch.Tensor] | None:
-        """The step's attention tables (one per KV-cache group), or None outside a step with attention."""
+    def _tables() -> tuple[list[torch.Tensor], int | None] | None:
+        """The step's attention tables (one per KV-cache group) and, for a decode step, its number of tokens; None
+        outside a step with attention."""
         metadata = get_forward_context().attn_metadata
         if not isinstance(metadata, dict) or not metadata:
             return None
         tables: dict[int, torch.Tensor] = {}
+        decode = True
+        rows = 0
         for m in metadata.values():
             if not isinstance(m, TpuPagedAttentionMetadata):
                 return None
             tables.setdefault(id(m.token_table), m.token_table)
-        return list(tables.values())
+            decode = decode and m.decode_only
+            rows = m.num_actual_tokens
+        return list(tables.values()), rows if decode else None
 
 
 def _inputs_to_device(forward: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
@@ -172,11 +208,16 @@ def _inputs_to_device(forward: Callable[..., Any], device: torch.device) -> Call
     return on_device
 
 
-def _logits_to_host(compute_logits: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
-    """The model's `compute_logits`, run on the device and returning host logits for vLLM's host-side sampler."""
+def _logits_to_host(
+    compute_logits: Callable[..., Any], device: torch.device, step: StepReplay | None
+) -> Callable[..., Any]:
+    """The model's `compute_logits`, run on the device (or taken from a replayed decode step, which computed them)
+    and returning host logits for vLLM's host-side sampler."""
 
     def on_device(hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        logits = compute_logits(hidden_states.to(device), *args, **kwargs)
+        logits = step.take_decode_logits(hidden_states.shape[0]) if step is not None and not (args or kwargs) else None
+        if logits is None:
+            logits = compute_logits(hidden_states.to(device), *args, **kwargs)
         return logits.cpu() if isinstance(logits, torch.Tensor) else logits
 
     return on_device
