@@ -128,6 +128,18 @@ def test_fx_to_mlir_of_a_traced_function() -> None:
     assert [s for s, _ in module.in_types] == [[3, 5], [5, 4]]
 
 
+def test_fx_to_mlir_of_an_in_place_update() -> None:
+    def f(x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
+        acc.add_(x.sum())
+        return x * 2 + acc
+
+    x = torch.randn(3)
+    module = fx_to_mlir(torch.fx.symbolic_trace(f), [x, torch.zeros(3)])
+    assert "aliasing" not in module.serialize_text()  # donation is the runner's choice, not the artifact's
+    got = module(x.to("tpu"), torch.zeros(3).to("tpu"))
+    torch.testing.assert_close(got.cpu(), x * 2 + x.sum())
+
+
 def test_dynamic_dimensions_are_refused_clearly() -> None:
     model = nn.Linear(4, 2)
     batch = torch.export.Dim("batch")
