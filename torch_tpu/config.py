@@ -37,7 +37,12 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable("TORCH_TPU_CPU_DEVICES", "devices the XLA-CPU plugin exposes", "2 (LOCAL_WORLD_SIZE if larger)"),
     Variable("LOCAL_WORLD_SIZE", "(torchrun) processes on this host: at least that many XLA-CPU devices", "unset"),
-    Variable("TORCH_TPU_DUMP_DIR", "write every compiled program's StableHLO text (program-<hash>.mlir) here", "unset"),
+    Variable(
+        "TORCH_TPU_DUMP_DIR",
+        "write every compiled program's StableHLO text (program-<hash>.mlir) here, and a fused graph's ATen ops "
+        "(program-<hash>.aten.txt)",
+        "unset",
+    ),
     Variable(
         "TORCH_TPU_PROGRAM_CACHE",
         "compiled programs kept in memory, least recently used dropped beyond it; 0 = no bound",
@@ -55,7 +60,10 @@ VARIABLES: tuple[Variable, ...] = (
         "TORCH_TPU_PROFILER_OUTPUT_DIR", "TorchTPU's xprof_trace_handler: trace directory when none is given", "unset"
     ),
     Variable(
-        "TORCH_TRACE", "PyTorch's structured trace directory; torch_tpu adds each compiled program (tlparse)", "unset"
+        "TORCH_TRACE",
+        "PyTorch's structured trace directory; torch_tpu adds each compiled program and each fused graph's ATen "
+        "ops (tlparse)",
+        "unset",
     ),
     Variable(
         "TORCH_TPU_BASE_PORT", "set_tpu_launch_env (multi-host): first port of each host's worker addresses", "8070"

@@ -233,6 +233,7 @@ void Recording::add(RecordedOp op, const std::string& node_key, bool updates_arg
 
 void lower_op(TensorProgram& program, const RecordedOp& op, int node, bool* facts_changed) {
   OpFacts learnt;
+  program.note_op(op.structure);
   op.lower(program, op, node, learnt);
   bool changed = facts_table().learn(op.structure, learnt);
   if (facts_changed != nullptr) *facts_changed = *facts_changed || changed;

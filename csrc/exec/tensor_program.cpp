@@ -63,6 +63,7 @@ TensorProgram::TensorProgram(int device, bool open_graph, std::optional<DotPreci
   // The open graph's program is built under the graph's lock already.
   if (!open_graph_) device_lock_ = std::unique_lock<std::recursive_mutex>(device_mutex(device));
   b_.set_dot_precision(dot_precision_name(precision.value_or(current_dot_precision())));
+  dumping_ = open_graph_ && backend_state().cache->dumping();
 }
 
 TensorProgram::~TensorProgram() { release_storages(); }
@@ -316,6 +317,11 @@ void TensorProgram::run(ProgramPlan* plan) {
   const BackendState& state = backend_state();
   std::string text = b_.build(results);
   std::shared_ptr<Executable> exe = state.cache->get_or_compile(text);
+  if (!op_names_.empty()) {
+    std::string listing;
+    for (const std::string& op : op_names_) listing += op + '\n';
+    state.cache->dump_companion(text, ".aten.txt", listing);
+  }
   std::vector<const void*> target_data;
   for (StorageSlot* s : targets) target_data.push_back(s->data);
   if (plan != nullptr) *plan = ProgramPlan{exe, sources_, target_data, reports, donated, text};

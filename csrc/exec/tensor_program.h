@@ -114,6 +114,11 @@ class TensorProgram {
   // Donate exactly these storages' old buffers (decided by the caller before lowering), instead of deciding by
   // reference counts at run().
   void set_donatable(std::set<const void*> donatable) { donatable_ = std::move(donatable); }
+  // The ATen op a node was lowered from, kept (for the dump directory's program-<hash>.aten.txt, which TORCH_TRACE
+  // reads) only while programs are being dumped.
+  void note_op(const std::string& structure) {
+    if (dumping_) op_names_.push_back(structure);
+  }
 
   // A storage of this (open) program died: it is no longer read or written here.
   void forget(const void* data);
@@ -155,6 +160,8 @@ class TensorProgram {
   std::vector<std::shared_ptr<Buffer>> args_;
   std::vector<ArgSource> sources_;  // parallel to args_
   std::optional<std::set<const void*>> donatable_;
+  bool dumping_ = false;
+  std::vector<std::string> op_names_;
   std::map<const void*, StorageSlot> slots_;  // keyed by DeviceData
   std::vector<const void*> slot_order_;
 };

@@ -146,6 +146,27 @@ size_t CompileCache::capacity() const {
   return capacity_;
 }
 
+bool CompileCache::dumping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !dump_directory_.empty();
+}
+
+void CompileCache::dump_companion(const std::string& mlir, const std::string& suffix,
+                                  const std::string& content) const {
+  std::string dump;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dump = dump_directory_;
+  }
+  if (dump.empty()) return;
+  char name[40];
+  std::snprintf(name, sizeof(name), "/program-%016llx", static_cast<unsigned long long>(stable_hash(mlir)));
+  std::FILE* f = std::fopen((dump + name + suffix).c_str(), "w");
+  if (f == nullptr) return;
+  std::fwrite(content.data(), 1, content.size(), f);
+  std::fclose(f);
+}
+
 void CompileCache::set_dump_directory(const std::string& dir) {
   if (!dir.empty()) make_dirs(dir, 0755);
   std::lock_guard<std::mutex> lock(mu_);

@@ -48,6 +48,10 @@ class CompileCache {
   DiskCache& disk() { return disk_; }
   // Writes the StableHLO text of every program compiled (or loaded) from now on under `dir` (TORCH_TPU_DUMP_DIR).
   void set_dump_directory(const std::string& dir);
+  bool dumping() const;
+  // Next to the dumped program `mlir` (program-<hash>.mlir), a file program-<hash><suffix> holding `content` (what
+  // the program was lowered from); nothing when no dump directory is set.
+  void dump_companion(const std::string& mlir, const std::string& suffix, const std::string& content) const;
 
   size_t size() const;
   void clear();

@@ -1,5 +1,6 @@
 """TORCH_TRACE: the programs torch_tpu compiles land in PyTorch's structured trace as `torchtpu_eager_stablehlo`
-artifacts that tlparse (a pinned test dependency) reads, next to torch.compile's own artifacts."""
+artifacts, and fused eager graphs' ATen ops as `torchtpu_eager_aten_graph`, which tlparse (a pinned test dependency)
+reads, next to torch.compile's own artifacts."""
 
 from __future__ import annotations
 
@@ -43,3 +44,6 @@ def test_eager_programs_reach_tlparse(tmp_path: Path) -> None:
     assert any("stablehlo.tanh" in p for p in programs)  # the compiled graph's program
     assert all("func.func @main" in p for p in programs)
     assert list(out.rglob("dynamo_output_graph_*.txt"))  # torch.compile's own artifacts sit beside them
+    # and the ATen ops each fused eager graph was lowered from
+    graphs = [p.read_text() for p in out.rglob("torchtpu_eager_aten_graph_*.txt")]
+    assert any("aten::sin" in g and "aten::mul" in g for g in graphs), graphs[:2]

@@ -1,6 +1,7 @@
 """TORCH_TRACE for eager programs: with TORCH_TRACE set when the process starts, every program torch_tpu compiles
 (an eager op, a fused graph, a compiled graph's program) is written to PyTorch's structured trace as a string
-artifact named `torchtpu_eager_stablehlo`, next to what torch.compile itself logs, so `tlparse` shows them.
+artifact named `torchtpu_eager_stablehlo`, and the ATen ops each fused eager graph was lowered from as
+`torchtpu_eager_aten_graph`, next to what torch.compile itself logs, so `tlparse` shows them.
 
 How: the compile cache writes each program's StableHLO text to a dump directory (TORCH_TPU_DUMP_DIR's mechanism; a
 private temporary one unless TORCH_TPU_DUMP_DIR is set); a daemon thread moves the new files into the trace every few
@@ -23,15 +24,20 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {}
 
 
-def _emit(text: str) -> None:
+def _emit(name: str, text: str) -> None:
     from torch._logging import trace_structured
 
     trace_structured(
         "artifact",
-        metadata_fn=lambda: {"name": "torchtpu_eager_stablehlo", "encoding": "string"},
+        metadata_fn=lambda: {"name": name, "encoding": "string"},
         payload_fn=lambda: text,
         expect_trace_id=False,
     )
+
+
+# Dumped files and the trace artifact each becomes: a program's StableHLO, and for a fused eager graph the ATen ops
+# it was lowered from (one per line, with their argument types).
+_ARTIFACTS = {".mlir": "torchtpu_eager_stablehlo", ".aten.txt": "torchtpu_eager_aten_graph"}
 
 
 def drain() -> int:
@@ -42,20 +48,28 @@ def drain() -> int:
             return 0
         seen: set[str] = _state["seen"]
         emitted = 0
-        for path in sorted(directory.glob("program-*.mlir"), key=lambda p: p.stat().st_mtime_ns):
-            if path.name in seen:
+        for path in sorted(directory.glob("program-*"), key=_mtime):
+            artifact = next((a for suffix, a in _ARTIFACTS.items() if path.name.endswith(suffix)), None)
+            if artifact is None or path.name in seen:
                 continue
             try:
                 text = path.read_text()
             except OSError:
                 continue
-            _emit(text)
+            _emit(artifact, text)
             emitted += 1
             if _state["owned"]:
                 path.unlink(missing_ok=True)
             else:
                 seen.add(path.name)  # the user's dump directory keeps its files
         return emitted
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:  # removed meanwhile
+        return 0
 
 
 def _loop(stop: threading.Event) -> None:
