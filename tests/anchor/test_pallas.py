@@ -176,6 +176,43 @@ def test_custom_jax_kernel_keeps_the_result_structure() -> None:
     torch.testing.assert_close(out["shifted"].cpu(), x + 3)
 
 
+@pytest.mark.parametrize("device", ["tpu", "cpu"])
+def test_custom_jax_kernel_writes_aliased_results_back(device: str) -> None:
+    from torch_tpu._internal.pallas import custom_jax_kernel
+
+    def put_row(cache, row, index):  # noqa: ANN001, ANN202
+        return cache.at[index].set(row), jnp.sum(row)
+
+    with pytest.warns(DeprecationWarning):
+        kernel = custom_jax_kernel(put_row, static_argnums=(2,), input_output_aliases={0: 0}, warn_deprecated=False)
+    cache, row = torch.zeros(4, 3), torch.randn(3)
+    expected = cache.clone()
+    expected[2] = row
+    on = cache.to(device)
+    updated, total = kernel(on, row.to(device), 2)
+    torch.testing.assert_close(on.cpu(), expected)  # the argument holds the result, as TorchTPU leaves it
+    torch.testing.assert_close(updated.cpu(), expected)
+    torch.testing.assert_close(total.cpu(), row.sum())
+
+
+def test_custom_jax_kernel_alias_errors_name_the_cause() -> None:
+    from torch_tpu._internal.pallas import custom_jax_kernel
+
+    def pair(x, y):  # noqa: ANN001, ANN202
+        return x + y, jnp.sum(y)
+
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="keys of input_output_aliases"):
+        custom_jax_kernel(pair, donate_argnums=(1,), input_output_aliases={0: 0}, warn_deprecated=False)
+    with pytest.warns(DeprecationWarning):
+        scalar_into_x = custom_jax_kernel(pair, input_output_aliases={0: 1}, warn_deprecated=False)
+        too_far = custom_jax_kernel(pair, input_output_aliases={1: 5}, warn_deprecated=False)
+    x = torch.randn(3).to("tpu")
+    with pytest.raises(ValueError, match="same shape and dtype"):
+        scalar_into_x(x, x)
+    with pytest.raises(ValueError, match="returns 2 result"):
+        too_far(x, x)
+
+
 def test_errors_name_the_cause() -> None:
     with pytest.raises(ValueError, match="namespace::name"):
         pallas.jax_op("no_namespace", _sin_mul)
