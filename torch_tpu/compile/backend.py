@@ -17,7 +17,8 @@ from torch_tpu.compile.options import BackendOptions, TpuCompileDebug
 from torch_tpu.compile.options import parse as parse_options
 from torch_tpu.compile.replay import Replayed
 from torch_tpu.compile.runner import run_fused
-from torch_tpu.compile.warmup import CompiledArtifact, first_call_signals, serialize_unsupported
+from torch_tpu.compile.serialize import serializer
+from torch_tpu.compile.warmup import CompiledArtifact, first_call_signals
 
 
 def _count_compile() -> None:
@@ -193,14 +194,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], sessi
         decompositions=tpu_decompositions(),
         keep_inference_input_mutations=True,
     )
+    # torch's precompile (aot_compile) asks AOTAutograd for a bundled cache entry of Inductor's output code; our
+    # compiled graphs are plain callables, saved instead through `.serialize()` (torch_tpu.compile.serialize).
+    no_bundle = torch._functorch.config.patch(bundled_autograd_cache=False, strict_autograd_cache=False)
+    with no_bundle, torch._dynamo.config.patch(caching_precompile=False):
+        aot_compiled = compiler(gm, example_inputs)
     # The AOTAutograd wrappers (alias regeneration, mutation epilogue, autograd.Function glue) run inside the same
     # fused region, so they join the call's program instead of running as programs of their own.
-    compiled = run_fused(compiler(gm, example_inputs))
+    compiled = run_fused(aot_compiled)
     opts = session.options
     if opts.async_compile:
         compiled = first_call_signals(compiled, session.artifacts)
     if opts.serializable:
-        compiled.serialize = serialize_unsupported  # type: ignore[attr-defined]
+        compiled.serialize = serializer(gm, example_inputs, opts)  # type: ignore[attr-defined]
     if opts.debug_callback is not None and session.debug is not None:
         opts.debug_callback(session.debug)
     return compiled

@@ -10,8 +10,9 @@
   `bucket_size` apart, the first being the smallest multiple of `bucket_size` that holds the first size seen; a
   larger size runs unpadded (a program of its own). When neither is given, our own ladder applies (32, 64, 128,
   256, 512, then powers of two).
-- ``serializable`` (bool, default True): the compiled callable carries ``.serialize()``, which raises
-  NotImplementedError here (see `torch_tpu.compile.warmup.serialize_unsupported`); False leaves it off.
+- ``serializable`` (bool, default True): the compiled callable carries ``.serialize()``, so torch's precompile
+  (``aot_compile`` → ``save_compiled_function`` → ``torch.compiler.load_compiled_function``) can save and load it
+  (see `torch_tpu.compile.serialize`; static shapes only); False leaves it off.
 - ``debug_callback`` (callable taking one `TpuCompileDebug`): called once a graph is compiled, with the Dynamo graph's
   code and AOTAutograd's forward code; the backward graph's code is added to the same object when the backward is
   compiled (at the first backward call).

@@ -1,4 +1,4 @@
-"""`async_compile` and `.serialize()` of the "tpu" backend (see `torch_tpu.compile.options`).
+"""`async_compile` of the "tpu" backend (see `torch_tpu.compile.options`).
 
 Our compilation is synchronous: Dynamo and AOTAutograd trace when the compiled function is first called, and the
 engine compiles a graph's programs when it first runs. So an "asynchronous" warm-up call here does the whole work
@@ -46,15 +46,6 @@ class AsyncCompilationSubmitted(Exception):  # noqa: N818 - TorchTPU's name
         resolve = getattr(self.artifact, "resolve", None)
         if callable(resolve):
             resolve()
-
-
-def serialize_unsupported() -> Any:
-    raise NotImplementedError(
-        "serialize() of a torch_tpu compiled graph is not supported: the tpu backend's compiled graphs are Python "
-        "callables over the FX graph run by the fused engine, not an AOTAutograd cache entry "
-        "(SerializableAOTDispatchCompiler / OutputCode) that could be pickled. Programs are still cached on disk "
-        "by the engine (TORCH_TPU_CACHE_DIR), keyed by their text."
-    )
 
 
 def _copy(t: Any) -> Any:

@@ -5,7 +5,8 @@ Differences from TorchTPU worth knowing (details in `torch_tpu.compile.options`)
 - compilation is synchronous; ``async_compile`` turns a graph's first call into a warm-up that compiles and runs
   the graph on copies of its inputs and then raises `AsyncCompilationSubmitted`, so `resolve_compilations` has
   nothing left to wait for;
-- ``.serialize()`` of a compiled graph raises NotImplementedError (no pickleable cache entry);
+- ``.serialize()`` of a compiled graph returns the Dynamo graph and its inputs' metadata, which torch's precompile
+  saves; loading compiles the graph again (its programs come from the disk cache);
 - ``dynamic=True`` is supported (TorchTPU refuses it): dynamic sizes are padded to buckets where that is safe.
 """
 
