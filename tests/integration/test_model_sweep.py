@@ -115,3 +115,17 @@ def test_inputs_take_the_layout_the_model_runs_on_the_cpu():
         inputs = _runnable_inputs(model, input_candidates(model, "base"))
         shapes[model_type] = tuple(inputs.get("input_features", inputs.get("input_values")).shape)
     assert shapes == {"whisper": (2, 16, 32), "parakeet_ctc": (2, 32, 16), "dac": (2, 1, 1600)}
+
+
+def test_types_the_auto_mappings_leave_out_run_their_own_model_class():
+    from tools.model_sweep.heads import heads_for, own_model_class
+
+    # sub-model configurations: the class named after the config, exported by transformers
+    assert heads_for("blip_vision_model") == [("base", "BlipVisionModel")]
+    assert heads_for("clap_text_model") == [("base", "ClapTextModel")]
+    # otherwise the config's own class, whatever its name ends in
+    assert own_model_class("depth_anything") == "DepthAnythingForDepthEstimation"
+    # a type the mappings name keeps its mapped heads
+    assert heads_for("bert")[0] == ("base", "BertModel")
+    # no modeling class claims this config
+    assert own_model_class("sam_prompt_encoder") is None

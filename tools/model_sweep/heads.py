@@ -49,7 +49,46 @@ def heads_for(model_type: str) -> list[tuple[str, str]]:
                 seen.add(name)
                 out.append((head, name))
             break
+    if not out:
+        own = own_model_class(model_type)
+        if own is not None:
+            out.append(("base", own))
     return out
+
+
+def own_model_class(model_type: str) -> str | None:
+    """The model class of a type the auto mappings leave out (a sub-model's configuration: a vision tower, a text
+    encoder, a Q-Former): the exported class of the config's own modeling module whose `config_class` is that
+    config. The one named like the config (`FooVisionConfig` -> `FooVisionModel`) wins, then one ending in
+    "Model", then the first by name."""
+    import importlib
+
+    import transformers
+    from transformers import PreTrainedModel
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    config_name = CONFIG_MAPPING_NAMES.get(model_type)
+    config_cls = getattr(transformers, config_name, None) if config_name else None
+    if config_cls is None or not config_cls.__module__.startswith("transformers.models."):
+        return None
+    package, _, leaf = config_cls.__module__.rpartition(".")
+    try:
+        module = importlib.import_module(f"{package}.{leaf.replace('configuration_', 'modeling_', 1)}")
+    except Exception:  # noqa: BLE001 - a modeling module that needs a missing library: nothing to run
+        return None
+    found = sorted(
+        name
+        for name, cls in vars(module).items()
+        if isinstance(cls, type)
+        and issubclass(cls, PreTrainedModel)
+        and cls.__dict__.get("config_class", None) is config_cls
+        and not name.lower().endswith("pretrainedmodel")
+        and getattr(transformers, name, None) is cls
+    )
+    if not found:
+        return None
+    named = config_name.removesuffix("Config") + "Model"
+    return next((n for n in found if n == named), next((n for n in found if n.endswith("Model")), found[0]))
 
 
 def _sub(cfg: Any, *names: str) -> Any:
