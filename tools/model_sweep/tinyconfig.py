@@ -58,12 +58,21 @@ _NOT_WIDTH = ("vocab", "position", "image", "patch", "window", "chunk", "batch",
 # Per-type corrections, applied to the shrunk top-level configuration (dotted keys reach sub-configurations).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "swin": {"window_size": 2},
-    "swinv2": {"window_size": 2},
+    # four stages (depths) however few layers: num_layers and the per-stage window sizes stay four long
+    "swinv2": {"window_size": 2, "num_layers": 4, "pretrained_window_sizes": [0, 0, 0, 0]},
+    "squeezebert": {"embedding_size": 32},  # its first layer has no projection: embeddings as wide as the model
+    "bit": {"num_groups": 8},  # group norm over the 16-channel stem
     "donut-swin": {"window_size": 2},
     "maskformer-swin": {"window_size": 2},
     "longformer": {"attention_window": 4},
     "led": {"attention_window": 4},
-    "reformer": {"axial_pos_shape": [8, 8], "axial_pos_embds_dim": [16, 16], "local_attn_chunk_length": 4},
+    # ReformerModelWithLMHead (the causal_lm head) insists on is_decoder; the base model runs either way.
+    "reformer": {
+        "axial_pos_shape": [8, 8],
+        "axial_pos_embds_dim": [16, 16],
+        "local_attn_chunk_length": 4,
+        "is_decoder": True,
+    },
     "big_bird": {"attention_type": "original_full"},
     "bigbird_pegasus": {"attention_type": "original_full"},
     # Hybrids whose layer schedule is a period and an offset, not a list: one attention layer among the two.
