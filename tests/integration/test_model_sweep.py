@@ -129,3 +129,19 @@ def test_types_the_auto_mappings_leave_out_run_their_own_model_class():
     assert heads_for("bert")[0] == ("base", "BertModel")
     # no modeling class claims this config
     assert own_model_class("sam_prompt_encoder") is None
+
+
+def test_encoder_decoder_classification_reads_each_rows_last_eos():
+    # T5/MVP/PLBart classification heads pool the decoder state at each row's eos and build the decoder's inputs
+    # from input_ids; separate (shorter) decoder_input_ids made the CPU forward fail, so tpu went untested.
+    import transformers
+
+    from tools.model_sweep.heads import make_inputs
+    from tools.model_sweep.worker import _forward, _prepare_config
+
+    torch.manual_seed(0)
+    model = transformers.T5ForSequenceClassification(_prepare_config("t5", "classification"))
+    inputs = make_inputs(model, "classification")
+    assert "decoder_input_ids" not in inputs
+    assert bool((inputs["input_ids"][:, -1] == model.config.eos_token_id).all())
+    assert _forward(model, inputs, "cpu")  # runs on the CPU
