@@ -109,12 +109,24 @@ def test_inputs_take_the_layout_the_model_runs_on_the_cpu():
     from tools.model_sweep.worker import _prepare_config, _runnable_inputs
 
     shapes = {}
-    for model_type, cls in [("whisper", "WhisperModel"), ("parakeet_ctc", "ParakeetForCTC"), ("dac", "DacModel")]:
+    # VideoMAE reads a clip (batch, frames, channels, height, width).
+    for model_type, cls in [
+        ("whisper", "WhisperModel"),
+        ("parakeet_ctc", "ParakeetForCTC"),
+        ("dac", "DacModel"),
+        ("videomae", "VideoMAEModel"),
+    ]:
         torch.manual_seed(0)
         model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
         inputs = _runnable_inputs(model, input_candidates(model, "base"))
-        shapes[model_type] = tuple(inputs.get("input_features", inputs.get("input_values")).shape)
-    assert shapes == {"whisper": (2, 16, 32), "parakeet_ctc": (2, 32, 16), "dac": (2, 1, 1600)}
+        main = next(k for k in ("input_features", "input_values", "pixel_values") if k in inputs)
+        shapes[model_type] = tuple(inputs[main].shape)
+    assert shapes == {
+        "whisper": (2, 16, 32),
+        "parakeet_ctc": (2, 32, 16),
+        "dac": (2, 1, 1600),
+        "videomae": (2, 16, 3, 32, 32),
+    }
 
 
 def test_types_the_auto_mappings_leave_out_run_their_own_model_class():

@@ -190,8 +190,8 @@ def make_inputs(model: Any, head: str) -> dict[str, torch.Tensor]:
 def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
     """make_inputs, then the same inputs in the other layouts models of one main input name disagree on: audio
     features as (batch, mel, frames) or (batch, frames, mel), waveforms with or without a channel dimension, images
-    at twice the configured size (for stems that pool more than the tiny size allows). The worker keeps the first
-    that the model runs on the CPU."""
+    at twice the configured size (for stems that pool more than the tiny size allows), a clip of `num_frames` images
+    for video models. The worker keeps the first that the model runs on the CPU."""
     first = make_inputs(model, head)
     out = [first]
     for key, value in first.items():
@@ -202,6 +202,9 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
         elif key == "pixel_values" and value.dim() == 4:
             h, w = value.shape[-2:]
             out.append({**first, key: torch.randn(*value.shape[:2], 2 * h, 2 * w, generator=_gen(2))})
+            frames = getattr(_sub(model.config, "vision_config"), "num_frames", None)
+            if isinstance(frames, int) and frames > 0:  # video models: (batch, frames, channels, height, width)
+                out.append({**first, key: torch.randn(value.shape[0], frames, *value.shape[1:], generator=_gen(2))})
     return out
 
 

@@ -86,6 +86,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "mamba2": {"head_dim": 16},
     "gemma4_assistant": {"hidden_size_per_layer_input": 0},
     "t5": {"decoder_start_token_id": 0},
+    "deepseek_v2": {"num_experts_per_tok": 2},  # the class default leaves it None
     # rotary over half the head: head_dim = qk_nope + qk_rope, as in the full-size config (64 + 64 = 128)
     "mistral4": {"head_dim": 16},
     # spatial embeddings: 4 coordinates and 2 shapes concatenated to the hidden width (4 * 4 + 2 * 8 = 32)
