@@ -199,6 +199,9 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
             out.append({**first, key: value.transpose(1, 2).contiguous()})
         elif key == "input_values" and value.dim() == 2:
             out.append({**first, key: value.unsqueeze(1)})
+            mel, frames = getattr(model.config, "num_mel_bins", None), getattr(model.config, "max_length", None)
+            if isinstance(mel, int) and isinstance(frames, int):  # spectrogram models: (batch, frames, mel)
+                out.append({**first, key: torch.randn(value.shape[0], frames, mel, generator=_gen(2))})
         elif key == "pixel_values" and value.dim() == 4:
             h, w = value.shape[-2:]
             out.append({**first, key: torch.randn(*value.shape[:2], 2 * h, 2 * w, generator=_gen(2))})
@@ -212,7 +215,10 @@ def make_labels(model: Any, head: str, inputs: dict[str, torch.Tensor]) -> torch
     cfg = model.config
     if head == "classification":
         return torch.arange(BATCH) % max(2, int(getattr(cfg, "num_labels", 2)))
-    if head == "seq2seq_lm" or (head != "base" and getattr(cfg, "is_encoder_decoder", False)):
+    encoder_decoder = getattr(cfg, "is_encoder_decoder", False)
+    if head == "seq2seq_lm" and not encoder_decoder and "input_ids" in inputs:
+        return inputs["input_ids"]  # a decoder-only speech LM (audio features spliced into the prompt)
+    if head == "seq2seq_lm" or (head != "base" and encoder_decoder):
         return token_ids(cfg, (BATCH, DECODER_SEQ), seed=3)
     if head in WITH_LOSS and "input_ids" in inputs:
         return inputs["input_ids"]
