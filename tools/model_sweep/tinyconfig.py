@@ -89,6 +89,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "deepseek_v2": {"num_experts_per_tok": 2},  # the class default leaves it None
     # the head's width is the last block's, set by width_coefficient (round_filters(1280) = 2560), not shrunk
     "efficientnet": {"hidden_dim": 2560},
+    # Mimi-style codecs: the upsampling convolution's groups must divide the tiny width
+    "csm": {"codec_config.upsample_groups": 32},
+    "pocket_tts_audio_tokenizer": {"upsample_groups": 32},
     # rotary over half the head: head_dim = qk_nope + qk_rope, as in the full-size config (64 + 64 = 128)
     "mistral4": {"head_dim": 16},
     # spatial embeddings: 4 coordinates and 2 shapes concatenated to the hidden width (4 * 4 + 2 * 8 = 32)
