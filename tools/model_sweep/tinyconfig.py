@@ -89,6 +89,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "deepseek_v2": {"num_experts_per_tok": 2},  # the class default leaves it None
     # the head's width is the last block's, set by width_coefficient (round_filters(1280) = 2560), not shrunk
     "efficientnet": {"hidden_dim": 2560},
+    # its vision tower pools with hidden_size // 64 heads: at least 64 wide
+    "bridgetower": {"vision_config.hidden_size": 64, "vision_config.num_attention_heads": 4},
     # per-layer kinds the class default leaves None (its checkpoints list them): one of each
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
     "deepseek_ocr2": {"text_config.mlp_layer_types": ["dense", "sparse"], "text_config.num_experts_per_tok": 2},
