@@ -239,7 +239,10 @@ def _prepare_config(model_type: str, head: str) -> Any:
 
     cfg = tiny_config(model_type)
     if head == "classification":
-        cfg.num_labels = 2
+        # at least two classes; a class default of more stays (BART's config reloads its default 3 labels, so a
+        # head resized to 2 no longer loads from its own checkpoint)
+        if int(getattr(cfg, "num_labels", 0) or 0) < 2:
+            cfg.num_labels = 2
         for c in {id(cfg): cfg, id(cfg.get_text_config()): cfg.get_text_config()}.values():
             if getattr(c, "pad_token_id", None) is None:
                 c.pad_token_id = 0  # sequence classification of a batch finds each row's last non-pad token
