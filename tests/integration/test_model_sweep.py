@@ -157,3 +157,16 @@ def test_encoder_decoder_classification_reads_each_rows_last_eos():
     assert "decoder_input_ids" not in inputs
     assert bool((inputs["input_ids"][:, -1] == model.config.eos_token_id).all())
     assert _forward(model, inputs, "cpu")  # runs on the CPU
+
+
+def test_classification_heads_reload_from_their_own_checkpoint(tmp_path):
+    # BART's config reloads its class default of 3 labels: a head resized to 2 failed to load what it saved.
+    import transformers
+
+    from tools.model_sweep.worker import _prepare_config
+
+    cfg = _prepare_config("bart", "classification")
+    assert cfg.num_labels == 3
+    transformers.BartForSequenceClassification(cfg).save_pretrained(tmp_path)
+    transformers.BartForSequenceClassification.from_pretrained(tmp_path)
+    assert _prepare_config("bert", "classification").num_labels == 2
