@@ -51,6 +51,9 @@ _ZERO_PROB = {"mask_time_prob", "mask_feature_prob", "layerdrop", "encoder_layer
 # Sampling noise of a forward pass (VITS): drawn from the device's own generator (randn_like) on tpu and from the CPU
 # generator on the CPU, whose states differ by whatever was drawn on the CPU before, as they would on CUDA.
 _ZERO_PROB |= {"noise_scale", "noise_scale_duration"}
+# Stochastic depth under other names (EfficientNet/ALIGN's drop_connect_rate, Grounding DINO's fusion_droppath): a
+# training step draws its masks from each device's own generator, so it would compare two different random models.
+_ZERO_PROB |= {"drop_connect_rate", "fusion_droppath"}
 # Generic: any other integer width larger than this, named like a width, becomes HIDDEN.
 _WIDTH_SUFFIXES = ("_size", "_dim", "_channels", "_rank", "_features")
 _NOT_WIDTH = ("vocab", "position", "image", "patch", "window", "chunk", "batch", "sample", "kernel", "stride", "bucket")
