@@ -18,8 +18,9 @@ def test_tiny_configs_turn_every_dropout_off():
     # A dropout left on makes the CPU and tpu training steps draw different masks: a false mismatch (GPT-2's
     # resid_pdrop/embd_pdrop/attn_pdrop once passed for a wrong gradient).
     # CvT's per-stage lists (drop_rate, attention_drop_rate, drop_path_rate = [0, 0, 0.1]) once left stochastic depth
-    # on in its last stage: a training "mismatch" of every gradient there.
-    for model_type in ("gpt2", "bert", "bart", "vit", "cvt"):
+    # on in its last stage: a training "mismatch" of every gradient there. EfficientNet's drop_connect_rate did the
+    # same to its blocks.
+    for model_type in ("gpt2", "bert", "bart", "vit", "cvt", "efficientnet"):
         config = tiny_config(model_type).to_dict()
         probs = {
             k: v
