@@ -206,9 +206,16 @@ def test_custom_jax_kernel_alias_errors_name_the_cause() -> None:
     with pytest.warns(DeprecationWarning):
         scalar_into_x = custom_jax_kernel(pair, input_output_aliases={0: 1}, warn_deprecated=False)
         too_far = custom_jax_kernel(pair, input_output_aliases={1: 5}, warn_deprecated=False)
+        both = custom_jax_kernel(pair, input_output_aliases={0: 0, 1: 1}, warn_deprecated=False)
     x = torch.randn(3).to("tpu")
     with pytest.raises(ValueError, match="same shape and dtype"):
         scalar_into_x(x, x)
+    a, b = torch.randn(3), torch.randn(3)
+    a_tpu, b_tpu = a.to("tpu"), b.to("tpu")
+    with pytest.raises(ValueError, match="same shape and dtype"):
+        both(a_tpu, b_tpu)  # result 1 (a scalar) cannot go into y: x is left as it was too
+    torch.testing.assert_close(a_tpu.cpu(), a)
+    torch.testing.assert_close(b_tpu.cpu(), b)
     with pytest.raises(ValueError, match="returns 2 result"):
         too_far(x, x)
 

@@ -48,12 +48,18 @@ class JaxCallable:
 
         call = self._bridge.bind(args, kwargs)
         outs, tree = run(self._bridge, call)
-        for arg, result in self._aliases.items():
-            if arg in call.names:
-                self._write_back(arg, call.tensors[call.names.index(arg)], outs, result)
+        writes = [
+            (call.tensors[call.names.index(arg)], self._aliased(arg, call.tensors[call.names.index(arg)], outs, result))
+            for arg, result in self._aliases.items()
+            if arg in call.names
+        ]
+        with torch.no_grad():  # every alias checked first: a bad one leaves every argument as it was
+            for target, out in writes:
+                target.copy_(out)
         return jax.tree_util.tree_unflatten(tree, outs)
 
-    def _write_back(self, arg: str, target: torch.Tensor, outs: list[torch.Tensor], result: int) -> None:
+    def _aliased(self, arg: str, target: torch.Tensor, outs: list[torch.Tensor], result: int) -> torch.Tensor:
+        """The result written back into `target`, checked."""
         if not 0 <= result < len(outs):
             raise ValueError(
                 f"custom_jax_kernel: {self.name}: input_output_aliases sends result {result} to {arg!r}, "
@@ -65,8 +71,7 @@ class JaxCallable:
                 f"custom_jax_kernel: {self.name}: result {result} ({out.dtype}{list(out.shape)}) cannot be written "
                 f"into argument {arg!r} ({target.dtype}{list(target.shape)}): an alias needs the same shape and dtype"
             )
-        with torch.no_grad():
-            target.copy_(out)
+        return out
 
 
 def custom_jax_kernel(
