@@ -176,13 +176,14 @@ def make_inputs(model: Any, head: str) -> dict[str, torch.Tensor]:
         raise NotImplementedError(f"main input {main!r}")
     if main == "input_ids" and "pixel_values" in accepts and _contrastive(cfg):
         inputs["pixel_values"] = _pixels(cfg)  # CLIP-style dual encoders embed both
-    if getattr(cfg, "is_encoder_decoder", False) and head == "classification" and main == "input_ids":
+    encoder_decoder = getattr(cfg, "is_encoder_decoder", False)
+    if encoder_decoder and head == "classification" and main == "input_ids":
         # BART-style classification heads read the decoder state at each row's last eos and make the decoder's
         # inputs from input_ids (shifted right): every row ends in eos, and no decoder_input_ids are given.
         eos = getattr(cfg, "eos_token_id", None)
         if isinstance(eos, int):
             inputs["input_ids"][:, -1] = eos
-    elif getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in accepts:
+    elif encoder_decoder and "decoder_input_ids" in accepts:
         inputs["decoder_input_ids"] = token_ids(cfg, (BATCH, DECODER_SEQ), seed=3)
     return inputs
 

@@ -116,8 +116,8 @@ def markdown(data: dict[str, Any]) -> str:
         " attention, ...); each primary head (base model, causal LM, seq2seq LM, image-text-to-text, masked LM, one"
         " classification head; a type the auto mappings leave out, such as a sub-model's configuration, runs the"
         " model class of its own modeling module instead) is built with random weights from seed 0 (parameters"
-        " initialised to one constant, such"
-        " as zeroed routers, get small seeded noise: tied scores make topk's choice unspecified), saved, and loaded"
+        " initialised to one constant, such as zeroed routers, get small seeded noise: tied scores make topk's choice"
+        " unspecified), saved, and loaded"
         " on the CPU and with"
         ' `from_pretrained(dir, device_map="tpu")`. Its inputs take the first layout the model runs on the CPU (audio'
         " features as mel by frames or frames by mel, waveforms with or without a channel, images at the configured"

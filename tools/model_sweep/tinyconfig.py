@@ -88,7 +88,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 16},
     "mamba2": {"head_dim": 16},
     "gemma4_assistant": {"hidden_size_per_layer_input": 0},
-    "t5": {"decoder_start_token_id": 0},
+    "t5": {"decoder_start_token_id": 0},  # as T5's checkpoints set it (the class default leaves it out)
     "deepseek_v2": {"num_experts_per_tok": 2},  # the class default leaves it None
     # the head's width is the last block's, set by width_coefficient (round_filters(1280) = 2560), not shrunk
     "efficientnet": {"hidden_dim": 2560},
@@ -103,10 +103,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # rotary over half the head: head_dim = qk_nope + qk_rope, as in the full-size config (64 + 64 = 128)
     "mistral4": {"head_dim": 16},
     # spatial embeddings: 4 coordinates and 2 shapes concatenated to the hidden width (4 * 4 + 2 * 8 = 32)
-    "layoutlmv3": {
-        "coordinate_size": 4,
-        "shape_size": 8,
-    },  # as T5's checkpoints set it (the class default leaves it out)
+    "layoutlmv3": {"coordinate_size": 4, "shape_size": 8},
     "esm": {"pad_token_id": 1, "mask_token_id": 2},  # ESM's defaults leave them None; its embeddings need both
 }
 

@@ -99,16 +99,17 @@ def serializer(
 ) -> Callable[[], SerializedGraph]:
     """The ``.serialize`` of a compiled graph. The example inputs' metadata is read now (Dynamo's fake tensors do
     not outlive the compilation); a dynamic graph raises when serialized, not when compiled."""
+    refusal: str | None = None
     try:
-        inputs: list[Any] | NotImplementedError = [input_spec(x) for x in example_inputs]
+        inputs = [input_spec(x) for x in example_inputs]
     except NotImplementedError as e:
-        inputs = e
+        inputs, refusal = [], str(e)
     # The reloaded graph compiles synchronously with no debug hooks (a callback does not pickle).
     reloaded = dataclasses.replace(options, async_compile=False, debug_callback=None)
 
     def serialize() -> SerializedGraph:
-        if isinstance(inputs, NotImplementedError):
-            raise NotImplementedError(str(inputs))
+        if refusal is not None:
+            raise NotImplementedError(refusal)
         return SerializedGraph(graph, inputs, reloaded)
 
     return serialize

@@ -48,10 +48,11 @@ class JaxCallable:
 
         call = self._bridge.bind(args, kwargs)
         outs, tree = run(self._bridge, call)
+        given = dict(zip(call.names, call.tensors, strict=True))
         writes = [
-            (call.tensors[call.names.index(arg)], self._aliased(arg, call.tensors[call.names.index(arg)], outs, result))
+            (given[arg], self._aliased(arg, given[arg], outs, result))
             for arg, result in self._aliases.items()
-            if arg in call.names
+            if arg in given
         ]
         with torch.no_grad():  # every alias checked first: a bad one leaves every argument as it was
             for target, out in writes:
