@@ -111,6 +111,55 @@ def test_pipeline_parallel_is_refused_by_name() -> None:
         TpuPlatform.check_and_update_config(config)
 
 
+def test_paged_attention_equals_per_token_attention_on_cpu() -> None:
+    # Grouped-query heads, contexts in scattered slots, each token seeing its context up to its own position.
+    import torch
+
+    import torch_tpu  # noqa: F401
+    from torch_tpu.vllm.attention import paged_attention, write_kv
+
+    gen = torch.Generator().manual_seed(0)
+    tokens, heads, kv_heads, size, span, slots = 6, 4, 2, 8, 16, 128
+    cache = torch.randn(slots, 2, kv_heads, size, generator=gen)
+    query = torch.randn(tokens, heads, size, generator=gen)
+    context = torch.randperm(slots, generator=gen)[: tokens * span].view(tokens, span)
+    positions = torch.tensor([0, 3, 7, 15, 9, 1])
+    key, value = torch.randn(2, tokens, kv_heads * size, generator=gen)
+    new_slots = context[torch.arange(tokens), positions]  # each token's own key and value join its context
+    expected_cache = cache.clone()
+    expected_cache[new_slots] = torch.stack([key.view(-1, kv_heads, size), value.view(-1, kv_heads, size)], 1)
+    expected = torch.empty(tokens, heads, size)
+    for t in range(tokens):
+        seen = expected_cache[context[t, : positions[t] + 1]]  # [n, 2, kv_heads, size]
+        keys = seen[:, 0].repeat_interleave(heads // kv_heads, 1).transpose(0, 1)  # [heads, n, size]
+        values = seen[:, 1].repeat_interleave(heads // kv_heads, 1).transpose(0, 1)
+        weights = torch.softmax(query[t].unsqueeze(1) @ keys.transpose(1, 2) * 0.3, -1)
+        expected[t] = (weights @ values).squeeze(1)
+    on_tpu = cache.to("tpu")
+    write_kv(on_tpu, key.to("tpu"), value.to("tpu"), new_slots.to("tpu"))
+    out = paged_attention(query.to("tpu"), on_tpu, context.to("tpu"), positions.to("tpu"), 0.3)
+    torch.testing.assert_close(on_tpu.cpu(), expected_cache)
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_replayed_steps_read_a_replaced_parameter() -> None:
+    # The replay's weight list is read from the modules' tables each step, so a weight update that assigns a new
+    # Parameter (not only one that copies into it) is what the next step uses.
+    import torch
+
+    from torch_tpu.vllm.model_runner import StepReplay
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    model[1].weight = model[0].bias  # a shared tensor is listed once
+    step = StepReplay(model, model, model, list)
+    listed = step._weights()
+    assert [id(t) for t in listed] == [id(t) for t in (*model.parameters(), *model.buffers())]
+    model[0].weight = torch.nn.Parameter(torch.ones(2, 2))
+    assert step._weights()[0] is model[0].weight
+    model[1].running_var = None  # a buffer set to None is no longer listed
+    assert [id(t) for t in step._weights()] == [id(t) for t in (*model.parameters(), *model.buffers())]
+
+
 # ---- `python -m torch_tpu.vllm serve`: vLLM's OpenAI-compatible server on tpu ----
 
 

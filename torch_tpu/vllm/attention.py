@@ -213,17 +213,20 @@ def paged_attention(
     tokens, heads, size = query.shape
     span = context_slots.shape[1]
     kv_heads = kv_cache.shape[2]
-    flat = context_slots.reshape(-1)
-    context = kv_cache.index_select(0, flat).view(tokens, span, 2, kv_heads, size).float()
-    keys, values = context[:, :, 0].unsqueeze(3), context[:, :, 1].unsqueeze(3)  # [T, S, kv_heads, 1, D]
-    grouped = query.float().view(tokens, 1, kv_heads, heads // kv_heads, size)
+    context = kv_cache.index_select(0, context_slots.reshape(-1)).view(tokens, span, 2, kv_heads, size).float()
+    # [T, kv_heads, 1, S, D]: the context axis next to the head axis, so that the scores come out as
+    # [T, kv_heads, groups, S] and the softmax reduces along the minor axis.
+    keys = context[:, :, 0].permute(0, 2, 1, 3).unsqueeze(2)
+    values = context[:, :, 1].permute(0, 2, 1, 3).unsqueeze(2)
+    grouped = query.float().view(tokens, kv_heads, heads // kv_heads, 1, size)
     # Products and sums in the gathered layout, not batched matrix products: every token has a context of its own,
-    # and XLA-CPU runs T * kv_heads tiny products far slower than one fused multiply-and-reduce (up to 2x faster here).
-    scores = (grouped * keys).sum(-1) * scale  # [T, S, kv_heads, groups]
+    # and XLA-CPU runs T * kv_heads tiny products slower than one fused multiply-and-reduce; with the scores' context
+    # axis minor, a decode step's attention takes about 30% less time than with it second (benchmarks/serving.py).
+    scores = (grouped * keys).sum(-1) * scale  # [T, kv_heads, groups, S]
     visible = torch.arange(span, device=query.device)[None, :] <= positions[:, None]
-    scores = scores.masked_fill(~visible[:, :, None, None], float("-inf"))
-    weights = torch.softmax(scores, dim=1)
-    return (weights.unsqueeze(-1) * values).sum(1).reshape(tokens, heads, size).to(query.dtype)
+    scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights.unsqueeze(-1) * values).sum(3).reshape(tokens, heads, size).to(query.dtype)
 
 
 if BACKEND_NAME not in AttentionBackendEnum.__members__:

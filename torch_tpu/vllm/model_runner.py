@@ -119,6 +119,8 @@ class StepReplay:
         # A decode step's logits of every row (computed in the replayed program), and how many rows are real: vLLM
         # samples exactly those rows next, and `compute_logits` hands them over instead of a second execution.
         self.decode_logits: tuple[torch.Tensor, int] | None = None
+        # Where each weight lives: its owner's parameter or buffer table and its name there (see _weights).
+        self.weight_slots: list[tuple[dict[str, Any], str]] = []
 
     def __call__(
         self, input_ids: torch.Tensor | None, positions: torch.Tensor | None, *args: Any, **kwargs: Any
@@ -133,8 +135,7 @@ class StepReplay:
         graph = self.graphs.get(key)
         if graph is None:
             graph = self.graphs[key] = Replayed(self._step_fn(decode_rows is not None))
-        # Listed every step: a weight reload that replaces a parameter must not leave the replay reading the old one.
-        weights = [*self.model.parameters(), *self.model.buffers()]
+        weights = self._weights()
         caches = [t for t in self.kv_caches() if isinstance(t, torch.Tensor)]
         out = graph([input_ids, positions, *tables, *caches, *weights])
         if decode_rows is not None:
@@ -146,6 +147,26 @@ class StepReplay:
             self.reported.add(graph.last_refusal)
             logger.warning("torch_tpu cannot replay these steps (%s): they run eagerly", graph.last_refusal)
         return out
+
+    def _weights(self) -> list[torch.Tensor]:
+        """The model's parameters and buffers, read from their owners' tables every step: a weight update that
+        replaces a parameter (not only one that writes into it) must not leave the replay reading the old tensor.
+        Walking the module tree once, not every step, saves about 0.1 ms per step on a two-layer model."""
+        try:
+            weights = [table[name] for table, name in self.weight_slots]
+        except KeyError:
+            weights = []
+        if not weights or any(w is None for w in weights):
+            seen: set[int] = set()
+            self.weight_slots = []
+            for module in self.model.modules():
+                for table in (module._parameters, module._buffers):
+                    for name, tensor in table.items():
+                        if tensor is not None and id(tensor) not in seen:
+                            seen.add(id(tensor))
+                            self.weight_slots.append((table, name))
+            weights = [table[name] for table, name in self.weight_slots]
+        return weights
 
     def _step_fn(self, with_logits: bool) -> Callable[..., Any]:
         """The captured function: the forward pass on (ids, positions), the rest of the inputs read through vLLM's
