@@ -22,6 +22,11 @@ std::string float_bits_hex(double value, ElementType type) {
     case ElementType::kF16: bits = nan ? 0x7E00 : 0x7C00; if (neg && !nan) bits |= 0x8000; break;
     case ElementType::kBF16: bits = nan ? 0x7FC0 : 0x7F80; if (neg && !nan) bits |= 0x8000; break;
     case ElementType::kF32: bits = nan ? 0x7FC00000ULL : 0x7F800000ULL; if (neg && !nan) bits |= 0x80000000ULL; break;
+    case ElementType::kF8E5M2: bits = nan ? 0x7E : 0x7C; if (neg && !nan) bits |= 0x80; break;
+    // No infinities in these: an infinity converts to NaN, as PyTorch converts it.
+    case ElementType::kF8E4M3FN: bits = neg && !nan ? 0xFF : 0x7F; break;
+    case ElementType::kF8E5M2FNUZ:
+    case ElementType::kF8E4M3FNUZ: bits = 0x80; break;
     default:
       bits = nan ? 0x7FF8000000000000ULL : 0x7FF0000000000000ULL;
       if (neg && !nan) bits |= 0x8000000000000000ULL;
@@ -321,6 +326,13 @@ Value HloBuilder::convert_now(const Value& v, ElementType dtype) {
   if (is_floating(v.type.dtype) && narrow_int) {
     return op1("stablehlo.convert", {op1("stablehlo.convert", {v}, {ElementType::kS64, v.type.dims})},
                {dtype, v.type.dims});
+  }
+  // -> float8_e4m3fn saturates at +-448 (its largest finite value), infinities included, as PyTorch's conversion
+  // does; XLA's gives NaN past it. Sources that cannot exceed 448 (8-bit integers, e4m3fnuz) need no clamp.
+  if (dtype == ElementType::kF8E4M3FN && v.type.dtype != ElementType::kF8E4M3FNUZ &&
+      (is_floating(v.type.dtype) || element_size(v.type.dtype) > 1) && v.type.dtype != ElementType::kPred) {
+    Value limited = op1("stablehlo.clamp", {constant(-448, v.type.dtype), v, constant(448, v.type.dtype)}, v.type);
+    return op1("stablehlo.convert", {limited}, {dtype, v.type.dims});
   }
   return op1("stablehlo.convert", {v}, {dtype, v.type.dims});
 }

@@ -21,6 +21,10 @@ constexpr TypeRow kTypes[] = {
     {ElementType::kF32, 4, "f32", "f32"},    {ElementType::kF64, 8, "f64", "f64"},
     {ElementType::kBF16, 2, "bf16", "bf16"}, {ElementType::kC64, 8, "complex<f32>", "c64"},
     {ElementType::kC128, 16, "complex<f64>", "c128"},
+    {ElementType::kF8E5M2, 1, "f8E5M2", "f8e5m2"},
+    {ElementType::kF8E4M3FN, 1, "f8E4M3FN", "f8e4m3fn"},
+    {ElementType::kF8E5M2FNUZ, 1, "f8E5M2FNUZ", "f8e5m2fnuz"},
+    {ElementType::kF8E4M3FNUZ, 1, "f8E4M3FNUZ", "f8e4m3fnuz"},
 };
 
 const TypeRow& row(ElementType type) {
@@ -44,7 +48,12 @@ ElementType element_type_from_name(const std::string& name) {
 }
 
 bool is_floating(ElementType t) {
-  return t == ElementType::kF16 || t == ElementType::kF32 || t == ElementType::kF64 || t == ElementType::kBF16;
+  return t == ElementType::kF16 || t == ElementType::kF32 || t == ElementType::kF64 || t == ElementType::kBF16 ||
+         is_float8(t);
+}
+bool is_float8(ElementType t) {
+  return t == ElementType::kF8E5M2 || t == ElementType::kF8E4M3FN || t == ElementType::kF8E5M2FNUZ ||
+         t == ElementType::kF8E4M3FNUZ;
 }
 bool is_complex(ElementType t) { return t == ElementType::kC64 || t == ElementType::kC128; }
 bool is_signed_integer(ElementType t) {

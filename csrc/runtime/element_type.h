@@ -23,6 +23,10 @@ enum class ElementType : int {
   kBF16 = 13,
   kC64 = 14,
   kC128 = 15,
+  kF8E5M2 = 16,
+  kF8E4M3FN = 17,
+  kF8E5M2FNUZ = 19,
+  kF8E4M3FNUZ = 20,
 };
 
 int64_t element_size(ElementType type);
@@ -33,6 +37,7 @@ const char* element_type_name(ElementType type);
 ElementType element_type_from_name(const std::string& name);
 
 bool is_floating(ElementType type);
+bool is_float8(ElementType type);
 bool is_complex(ElementType type);
 bool is_signed_integer(ElementType type);
 bool is_unsigned_integer(ElementType type);

@@ -26,6 +26,10 @@ ELEMENT_TYPES = {
     torch.bool: "i1",
     torch.complex64: "complex<f32>",
     torch.complex128: "complex<f64>",
+    torch.float8_e5m2: "f8E5M2",
+    torch.float8_e4m3fn: "f8E4M3FN",
+    torch.float8_e5m2fnuz: "f8E5M2FNUZ",
+    torch.float8_e4m3fnuz: "f8E4M3FNUZ",
 }
 
 

@@ -54,7 +54,9 @@ double highest_of(ElementType t) {
 
 }  // namespace
 
-bool is_reduced_float(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
+bool is_reduced_float(ElementType t) {
+  return t == ElementType::kF16 || t == ElementType::kBF16 || is_float8(t);
+}
 
 ElementType opmath_type(ElementType t) { return is_reduced_float(t) ? ElementType::kF32 : t; }
 

@@ -32,6 +32,10 @@ ElementType element_type_of(c10::ScalarType type) {
     case c10::ScalarType::BFloat16: return ElementType::kBF16;
     case c10::ScalarType::ComplexFloat: return ElementType::kC64;
     case c10::ScalarType::ComplexDouble: return ElementType::kC128;
+    case c10::ScalarType::Float8_e5m2: return ElementType::kF8E5M2;
+    case c10::ScalarType::Float8_e4m3fn: return ElementType::kF8E4M3FN;
+    case c10::ScalarType::Float8_e5m2fnuz: return ElementType::kF8E5M2FNUZ;
+    case c10::ScalarType::Float8_e4m3fnuz: return ElementType::kF8E4M3FNUZ;
     default: break;
   }
   TORCH_CHECK_TYPE(false, "tpu does not support dtype ", type);

@@ -36,6 +36,10 @@ _DTYPES = {
     torch.bool: "bool",
     torch.complex64: "complex64",
     torch.complex128: "complex128",
+    torch.float8_e5m2: "float8_e5m2",
+    torch.float8_e4m3fn: "float8_e4m3fn",
+    torch.float8_e5m2fnuz: "float8_e5m2fnuz",
+    torch.float8_e4m3fnuz: "float8_e4m3fnuz",
 }
 _TORCH_DTYPES = {v: k for k, v in _DTYPES.items()}
 _WIDE = {"float64", "int64", "uint64", "complex128"}
