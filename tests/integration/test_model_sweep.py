@@ -171,3 +171,51 @@ def test_classification_heads_reload_from_their_own_checkpoint(tmp_path):
     transformers.BartForSequenceClassification(cfg).save_pretrained(tmp_path)
     transformers.BartForSequenceClassification.from_pretrained(tmp_path)
     assert _prepare_config("bert", "classification").num_labels == 2
+
+
+def test_sub_models_get_the_inputs_their_parent_would_pass():
+    # Qwen-VL-style vision towers take flattened patches and a (t, h, w) grid, encoders and backbones a bare
+    # `hidden_states`; the main-input heuristics made neither, so these types failed on the CPU too.
+    import transformers
+
+    from tools.model_sweep.heads import input_candidates
+    from tools.model_sweep.worker import _forward, _prepare_config, _runnable_inputs
+
+    shapes = {}
+    for model_type, cls in [
+        ("qwen2_5_vl_vision", "Qwen2_5_VisionTransformerPretrainedModel"),  # hidden_states + grid_thw
+        ("video_llama_3_vision", "VideoLlama3VisionModel"),  # pixel_values + grid_thw + merge_sizes
+        ("granite_speech_encoder", "GraniteSpeechCTCEncoder"),  # hidden_states: feature frames
+    ]:
+        torch.manual_seed(0)
+        model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
+        inputs = _runnable_inputs(model, input_candidates(model, "base"))
+        assert _forward(model, inputs, "cpu")
+        shapes[model_type] = {k: tuple(v.shape) for k, v in inputs.items()}
+    assert shapes == {
+        # two images of 4x4 patches (two 2x2 merge windows a side), 3 channels x 2 frames x 8x8 pixels each
+        "qwen2_5_vl_vision": {"hidden_states": (32, 384), "grid_thw": (2, 3)},
+        "video_llama_3_vision": {"pixel_values": (8, 192), "grid_thw": (2, 3), "merge_sizes": (2,)},
+        "granite_speech_encoder": {"hidden_states": (2, 32, 32)},
+    }
+
+
+def test_tiny_configs_of_validated_architectures_build():
+    # Configs whose validators tie fields together (layer counts that must add up, token ranges inside the
+    # vocabulary, detector channels that follow the backbone's stages) failed to build from the generic shrink.
+    import transformers
+
+    from tools.model_sweep.heads import input_candidates
+    from tools.model_sweep.worker import _forward, _prepare_config
+
+    for model_type, cls in [
+        ("dory", "DoryModel"),
+        ("apertus1p5", "Apertus1p5Model"),
+        ("kolibri1_1", "Kolibri1_1Model"),
+        ("cohere_compass_text", "CohereCompassTextModel"),
+        ("d_fine", "DFineModel"),
+        ("rt_detr_v2", "RTDetrV2Model"),
+    ]:
+        torch.manual_seed(0)
+        model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
+        assert _forward(model, input_candidates(model, "base")[0], "cpu"), model_type

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from tools.model_sweep.required import required_candidates
+
 BATCH = 2
 SEQ = 8
 DECODER_SEQ = 5
@@ -192,7 +194,8 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
     """make_inputs, then the same inputs in the other layouts models of one main input name disagree on: audio
     features as (batch, mel, frames) or (batch, frames, mel), waveforms with or without a channel dimension, images
     at twice the configured size (for stems that pool more than the tiny size allows), a clip of `num_frames` images
-    for video models. The worker keeps the first that the model runs on the CPU."""
+    for video models; then, for a forward whose required parameters those leave out, `required.required_candidates`.
+    The worker keeps the first that the model runs on the CPU."""
     first = make_inputs(model, head)
     out = [first]
     for key, value in first.items():
@@ -209,7 +212,7 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
             frames = getattr(_sub(model.config, "vision_config"), "num_frames", None)
             if isinstance(frames, int) and frames > 0:  # video models: (batch, frames, channels, height, width)
                 out.append({**first, key: torch.randn(value.shape[0], frames, *value.shape[1:], generator=_gen(2))})
-    return out
+    return out + required_candidates(model, first)
 
 
 def make_labels(model: Any, head: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:

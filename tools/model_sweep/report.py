@@ -80,6 +80,14 @@ def fallback_ranking(types: dict[str, dict[str, Any]]) -> list[tuple[str, list[s
     return sorted(((op, sorted(u)) for op, u in users.items()), key=lambda x: (-len(x[1]), x[0]))
 
 
+_TOPK_TIE = (
+    "Not a wrong op: a tie in top-k. The encoder's class scores agree to 5e-7 (`enc_outputs_class`), but several"
+    " anchors of the tiny image score exactly the same and `torch.topk` picks among tied values in an unspecified"
+    " order (rt_detr: CPU took [19, 17, 16, 18] of four equal scores, XLA [17, 19, 16, 18]); the query boxes at"
+    " those indices, and everything the decoder refines from them, then differ. The selected scores"
+    " (`enc_topk_logits`) are equal."
+)
+
 # Mismatches looked into by hand: what was measured (kept while the sweep still reports them).
 TRIAGED: dict[tuple[str, str], str] = {
     ("mobilenet_v1", "classification"): (
@@ -94,6 +102,7 @@ TRIAGED: dict[tuple[str, str], str] = {
         " on 1x1 and 2x2 maps); tpu's loss is 1.1e-4 from float64 where CPU's is 3.6e-5, just outside the arbiter's"
         " bound."
     ),
+    **{(t, "base"): _TOPK_TIE for t in ("rt_detr", "rt_detr_v2", "pp_doclayout_v2", "pp_doclayout_v4")},
     ("regnet", "classification"): (
         "Conditioning (BatchNorm on tiny maps): CPU's float32 gradients are 3-5e-4 from float64 and tpu's about 1e-3,"
         " in strict mode as in fused; tpu's loss is nearer float64 (1e-5) than CPU's (2.7e-5)."
@@ -121,8 +130,9 @@ def markdown(data: dict[str, Any]) -> str:
         " on the CPU and with"
         ' `from_pretrained(dir, device_map="tpu")`. Its inputs take the first layout the model runs on the CPU (audio'
         " features as mel by frames or frames by mel, waveforms with or without a channel, images at the configured"
-        " or twice the size, video clips of num_frames images). tpu must match the CPU: every floating tensor of a"
-        " forward pass"
+        " or twice the size, video clips of num_frames images; a sub-model gets what its parent would pass it:"
+        " flattened patches with their grid, or a bare `hidden_states`). tpu must match the CPU: every floating"
+        " tensor of a forward pass"
         " (max abs error within 1e-4 of max(1, |CPU tensor|)), greedy generation of 4 tokens (equal tokens), and one"
         " AdamW training step where the head has a loss (loss, every gradient, every parameter after the step)."
         " A training step that mismatches is run again in float64 on the CPU: where tpu's loss and gradients are as"

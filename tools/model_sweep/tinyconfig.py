@@ -58,6 +58,18 @@ _ZERO_PROB |= {"drop_connect_rate", "fusion_droppath"}
 _WIDTH_SUFFIXES = ("_size", "_dim", "_channels", "_rank", "_features")
 _NOT_WIDTH = ("vocab", "position", "image", "patch", "window", "chunk", "batch", "sample", "kernel", "stride", "bucket")
 
+# RT-DETR-style detectors: the encoder's inputs are the backbone's last three stages and the decoder's its width;
+# fewer object queries than the tiny image has anchors (4x4 + 2x2 + 1x1).
+_DETR_CHANNELS = {"encoder_in_channels": [32, 64, 128], "decoder_in_channels": [32, 32, 32], "num_queries": 8}
+# ... over an HGNetV2 backbone whose stage widths follow its shrunk hidden_sizes (16 .. 128)
+_HGNET_DETR = {
+    **_DETR_CHANNELS,
+    "backbone_config.stage_in_channels": [48, 16, 32, 64],
+    "backbone_config.stage_mid_channels": [16, 16, 32, 64],
+    "backbone_config.stage_out_channels": [16, 32, 64, 128],
+}
+_COMPASS_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
+
 # Per-type corrections, applied to the shrunk top-level configuration (dotted keys reach sub-configurations).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "swin": {"window_size": 2},
@@ -105,6 +117,33 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # spatial embeddings: 4 coordinates and 2 shapes concatenated to the hidden width (4 * 4 + 2 * 8 = 32)
     "layoutlmv3": {"coordinate_size": 4, "shape_size": 8},
     "esm": {"pad_token_id": 1, "mask_token_id": 2},  # ESM's defaults leave them None; its embeddings need both
+    # image codes then audio codes (codebook_size each) at the top of the text vocabulary, end to end
+    "apertus1p5": {"text_config.vocab_size": 256, "image_token_offset": 160, "audio_token_offset": 192},
+    # input, recurrent and output blocks, one layer each (a layer_types list holding "mlp" would halve them all)
+    "dory": {
+        "num_hidden_layers": 3,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        "n_input_layers": 1,
+        "n_recurrent_layers": 1,
+        "n_output_layers": 1,
+    },
+    "efficientloftr": {"out_features": [16, 16, 32, 32]},  # the last stage is as wide as the model
+    "fun_asr_nano": {"adaptor_config.intermediate_size": 8},  # a quarter of the text model's width
+    # the layout derived from the full-size depth: the tiny model's one indexed-attention layer indexes for itself
+    # (its keys and values are rounded to NVFP4 in blocks of 16: head_dim 16; indexer heads <= query heads per KV head)
+    "kolibri1_1": {"index_layers": [1], "kv_source_layers": [0, 1], "head_dim": 16, "index_num_heads": 2},
+    # windows tile the image: image_size / num_windows must divide by the windows per side (32 / 4 by 2)
+    "lw_detr": {"backbone_config.num_windows": 4},
+    "lw_detr_vit": {"num_windows": 4},
+    # the class default has no rotary parameters per layer kind (its checkpoints do): multimodal rotary, head 8
+    "cohere_compass_text": {"rope_parameters": _COMPASS_ROPE},
+    "cohere_compass": {"text_config.rope_parameters": _COMPASS_ROPE},
+    "rt_detr": _DETR_CHANNELS,
+    "rt_detr_v2": _DETR_CHANNELS,
+    "d_fine": _HGNET_DETR,
+    "deimv2": _HGNET_DETR,
+    "pp_doclayout_v2": _HGNET_DETR,
+    "pp_doclayout_v4": _HGNET_DETR,
 }
 
 

@@ -1,0 +1,110 @@
+"""Inputs for the required forward parameters `heads.make_inputs` does not make: the sub-models that a composite
+model calls with what its processor or its parent prepared (vision towers fed flattened patches and a grid,
+encoders fed `hidden_states`). Each function returns candidate input sets; the worker keeps the first the model's
+CPU forward accepts, so a wrong guess costs one CPU call and a right one turns a type from "error on the CPU too"
+into a compared run."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+BATCH = 2
+FRAMES = 32  # sequence length of made-up features
+AUDIO_SAMPLES = 1600
+GRIDS = ("grid_thw", "image_grid_thw")
+MASKS = ("mask", "attention_mask", "padding_mask")
+
+
+def required_params(model: torch.nn.Module) -> list[str]:
+    """The forward parameters without a default (named ones: not *args/**kwargs)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        name
+        for name, p in inspect.signature(model.forward).parameters.items()
+        if p.kind in kinds and p.default is inspect.Parameter.empty
+    ]
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _int(cfg: Any, *names: str, default: int) -> int:
+    for name in names:
+        value = getattr(cfg, name, None)
+        if isinstance(value, (list, tuple)) and value and isinstance(value[0], int):
+            value = value[0]
+        if isinstance(value, int) and value > 0:
+            return value
+    return default
+
+
+def _vision(cfg: Any) -> Any:
+    return getattr(cfg, "vision_config", None) or cfg
+
+
+def patch_candidates(model: Any, required: list[str]) -> list[dict[str, torch.Tensor]]:
+    """Qwen-VL-style vision towers: patches of two images, flattened as the processor flattens them, and their
+    (t, h, w) grid; the grid's sides are two merge windows so that the patch merger pools whole windows."""
+    grid_name = next((g for g in GRIDS if g in required), None)
+    patches_name = next((n for n in required if n in ("hidden_states", "pixel_values")), None)
+    if grid_name is None or patches_name is None:
+        return []
+    cfg = _vision(model.config)
+    patch = _int(cfg, "patch_size", default=8)
+    channels = _int(cfg, "in_channels", "num_channels", "in_chans", default=3)
+    temporal = _int(cfg, "temporal_patch_size", default=2)
+    merge = _int(cfg, "spatial_merge_size", "merge_size", default=1)
+    side = 2 * merge
+    grid = torch.tensor([[1, side, side]] * BATCH)
+    count = BATCH * side * side
+    shapes = [  # a tower whose config names no temporal patch size may still embed two frames per patch
+        (count, channels * temporal * patch * patch),
+        (count, channels * patch * patch),
+        (count, channels, temporal, patch, patch),
+        (count, channels, patch, patch),
+        (1, count, channels * patch * patch),
+    ]
+    out = []
+    for shape in dict.fromkeys(shapes):
+        inputs = {patches_name: torch.randn(*shape, generator=_gen(2)), grid_name: grid}
+        if "merge_sizes" in required:
+            inputs["merge_sizes"] = torch.tensor([merge] * BATCH)
+        out.append(inputs)
+    return out
+
+
+def hidden_state_candidates(model: Any, required: list[str]) -> list[dict[str, torch.Tensor]]:
+    """A module whose one required input is `hidden_states` (an encoder or backbone its parent feeds): images,
+    feature frames of the configured width, or a waveform."""
+    masks = [name for name in required if name in MASKS]
+    if [name for name in required if name not in masks] != ["hidden_states"]:
+        return []
+    cfg = model.config
+    vis = _vision(cfg)
+    channels = _int(vis, "num_channels", "in_channels", "input_channels", default=3)
+    size = _int(vis, "image_size", default=32)
+    out = [{"hidden_states": torch.randn(BATCH, channels, size, size, generator=_gen(2))}]
+    for name in ("input_dim", "input_size", "feature_size", "num_mel_bins", "input_feat_size", "hidden_size"):
+        width = getattr(cfg, name, None)
+        if isinstance(width, int) and width > 0:
+            out.append({"hidden_states": torch.randn(BATCH, FRAMES, width, generator=_gen(2))})
+    channels = _int(cfg, "channels", "audio_channels", default=1)
+    for samples in (AUDIO_SAMPLES, 10 * AUDIO_SAMPLES):  # a codec's strides may want more than 0.1 s
+        out.append({"hidden_states": torch.randn(BATCH, channels, samples, generator=_gen(2))})
+    for inputs in out:  # every position valid, shaped as the input's leading (batch, positions) dimensions
+        value = inputs["hidden_states"]
+        inputs.update({name: torch.ones(value.shape[0], value.shape[-2], dtype=torch.bool) for name in masks})
+    return out
+
+
+def required_candidates(model: Any, first: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """Candidate inputs for the forward's required parameters that `first` (make_inputs) leaves out; none when it
+    covers them all."""
+    required = required_params(model)
+    if all(name in first for name in required):
+        return []
+    return patch_candidates(model, required) + hidden_state_candidates(model, required)
