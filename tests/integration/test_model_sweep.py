@@ -219,3 +219,24 @@ def test_tiny_configs_of_validated_architectures_build():
         torch.manual_seed(0)
         model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
         assert _forward(model, input_candidates(model, "base")[0], "cpu"), model_type
+
+
+def test_composite_types_build_their_lm_head_from_the_sub_config_it_declares():
+    # Llama4ForCausalLM is built from Llama4TextConfig (its checkpoints store that), MusicgenForCausalLM from the
+    # decoder's config; handing them the composite config failed on the CPU too ("no attribute pad_token_id").
+    import transformers
+
+    from tools.model_sweep.heads import input_candidates, make_labels
+    from tools.model_sweep.worker import _prepare_config, _runnable_inputs
+
+    cfg = _prepare_config("llama4", "causal_lm", transformers.Llama4ForCausalLM)
+    assert type(cfg).__name__ == "Llama4TextConfig"
+    assert type(_prepare_config("llama4", "base")).__name__ == "Llama4Config"
+    # MusicGen's decoder reads one row of ids per codebook and labels as (batch, positions, codebooks)
+    torch.manual_seed(0)
+    model = transformers.MusicgenForCausalLM(_prepare_config("musicgen", "causal_lm", transformers.MusicgenForCausalLM))
+    inputs = _runnable_inputs(model, input_candidates(model, "causal_lm"))
+    assert tuple(inputs["input_ids"].shape) == (2 * model.config.num_codebooks, 8)
+    labels = make_labels(model, "causal_lm", inputs)
+    assert tuple(labels.shape) == (2, 8, model.config.num_codebooks)
+    assert model(**inputs, labels=labels).loss is not None

@@ -206,6 +206,9 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
             mel, frames = getattr(model.config, "num_mel_bins", None), getattr(model.config, "max_length", None)
             if isinstance(mel, int) and isinstance(frames, int):  # spectrogram models: (batch, frames, mel)
                 out.append({**first, key: torch.randn(value.shape[0], frames, mel, generator=_gen(2))})
+        elif key == "input_ids" and _codebooks(model.config) > 1:  # MusicGen's decoder: one row per codebook
+            rows = value.shape[0] * _codebooks(model.config)
+            out.append({**first, key: token_ids(model.config, (rows, value.shape[1]), seed=1)})
         elif key == "pixel_values" and value.dim() == 4:
             h, w = value.shape[-2:]
             out.append({**first, key: torch.randn(*value.shape[:2], 2 * h, 2 * w, generator=_gen(2))})
@@ -215,8 +218,16 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
     return out + required_candidates(model, first)
 
 
+def _codebooks(cfg: Any) -> int:
+    value = getattr(cfg, "num_codebooks", None)
+    return value if isinstance(value, int) else 0
+
+
 def make_labels(model: Any, head: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
     cfg = model.config
+    ids = inputs.get("input_ids")
+    if head in WITH_LOSS and ids is not None and ids.shape[0] == BATCH * max(2, _codebooks(cfg)):
+        return ids.view(BATCH, _codebooks(cfg), -1).transpose(1, 2)  # (batch, positions, codebooks)
     if head == "classification":
         return torch.arange(BATCH) % max(2, int(getattr(cfg, "num_labels", 2)))
     encoder_decoder = getattr(cfg, "is_encoder_decoder", False)

@@ -68,6 +68,14 @@ _HGNET_DETR = {
     "backbone_config.stage_mid_channels": [16, 16, 32, 64],
     "backbone_config.stage_out_channels": [16, 32, 64, 128],
 }
+# ReformerModelWithLMHead (the causal_lm head) insists on is_decoder; the base model runs either way.
+_REFORMER = {
+    "axial_pos_shape": [2, 4],
+    "axial_pos_embds_dim": [16, 16],
+    "local_attn_chunk_length": 4,
+    "is_decoder": True,
+}
+_FOUR_LAYER_BACKBONE = {"backbone_config.num_hidden_layers": 4, "backbone_config.out_indices": [1, 2, 3, 4]}
 _COMPASS_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
 
 # Per-type corrections, applied to the shrunk top-level configuration (dotted keys reach sub-configurations).
@@ -82,12 +90,6 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "longformer": {"attention_window": 4},
     "led": {"attention_window": 4},
     # ReformerModelWithLMHead (the causal_lm head) insists on is_decoder; the base model runs either way.
-    "reformer": {
-        "axial_pos_shape": [8, 8],
-        "axial_pos_embds_dim": [16, 16],
-        "local_attn_chunk_length": 4,
-        "is_decoder": True,
-    },
     "big_bird": {"attention_type": "original_full"},
     "bigbird_pegasus": {"attention_type": "original_full"},
     # Hybrids whose layer schedule is a period and an offset, not a list: one attention layer among the two.
@@ -144,6 +146,18 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "deimv2": _HGNET_DETR,
     "pp_doclayout_v2": _HGNET_DETR,
     "pp_doclayout_v4": _HGNET_DETR,
+    "rf_detr": {"num_queries": 8},
+    "xmod": {"default_language": "en_XX"},  # its adapters are per language: inputs without one name the default
+    # local and LSH attention chunk the sequence (chunks shorter than its 8 tokens); in training the axial position
+    # embeddings tile it exactly (2 x 4)
+    "reformer": {**_REFORMER, "lsh_attn_chunk_length": 4},
+    # a sliding window the class default leaves unset (its checkpoints set it), with as many heads as the others
+    "step3p5": {"sliding_window": 4, "num_sliding_attention_heads": 4},
+    "step3p7": {"text_config.sliding_window": 4, "text_config.num_sliding_attention_heads": 4},
+    # no layer reads another's KV cache: the full-size count (15 of 35 layers) exceeds the tiny depth
+    "gemma3n_text": {"num_kv_shared_layers": 0},
+    # DPT-style necks read four backbone layers
+    **{t: _FOUR_LAYER_BACKBONE for t in ("depth_anything", "prompt_depth_anything", "zoedepth", "tipsv2_dpt")},
 }
 
 

@@ -234,10 +234,21 @@ def _check_load(original: Any, cpu: Any, tpu: Any, notes: list[str]) -> dict[str
     return {"result": "pass"}
 
 
-def _prepare_config(model_type: str, head: str) -> Any:
+def _config_for(cls: Any, cfg: Any) -> Any:
+    """The configuration `cls` is built from: `cfg`, or the sub-configuration of the kind the class declares (a
+    composite type's causal-LM class takes its text or decoder configuration, as its checkpoints store it)."""
+    want = getattr(cls, "config_class", None)
+    if not isinstance(want, type) or isinstance(cfg, want):
+        return cfg
+    return next((v for v in vars(cfg).values() if isinstance(v, want)), cfg)
+
+
+def _prepare_config(model_type: str, head: str, cls: Any = None) -> Any:
     from tools.model_sweep.tinyconfig import tiny_config
 
-    cfg = tiny_config(model_type)
+    cfg = _config_for(cls, tiny_config(model_type))
+    if head == "masked_lm" and getattr(cfg, "is_decoder", False):
+        cfg.is_decoder = False  # a masked LM attends both ways (Reformer's causal_lm head needs the opposite)
     if head == "classification":
         # at least two classes; a class default of more stays (BART's config reloads its default 3 labels, so a
         # head resized to 2 no longer loads from its own checkpoint)
@@ -289,7 +300,7 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
         return rec
     try:
         torch.manual_seed(0)
-        original = cls(_prepare_config(model_type, head))
+        original = cls(_prepare_config(model_type, head, cls))
         _break_constant_weights(original)
         inputs = _runnable_inputs(original, input_candidates(original, head))
         labels = make_labels(original, head, inputs)
