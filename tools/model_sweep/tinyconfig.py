@@ -76,6 +76,14 @@ _REFORMER = {
     "is_decoder": True,
 }
 _FOUR_LAYER_BACKBONE = {"backbone_config.num_hidden_layers": 4, "backbone_config.out_indices": [1, 2, 3, 4]}
+_DOTS3_TEXT = {"per_layer_config": {}, "index_n_heads": 4, "head_dim": 16}
+_QWEN4_INDEXER = {
+    "indexer_n_heads": 2,
+    "indexer_kv_heads": 1,
+    "indexer_head_dim": 8,
+    "indexer_budget": 4,
+    "indexer_compress_ratio": 2,
+}
 _COMPASS_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
 
 # Per-type corrections, applied to the shrunk top-level configuration (dotted keys reach sub-configurations).
@@ -147,6 +155,14 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "pp_doclayout_v2": _HGNET_DETR,
     "pp_doclayout_v4": _HGNET_DETR,
     "rf_detr": {"num_queries": 8},
+    # per-layer attention overrides keyed by the full-size layer numbers dropped; the sliding-window layers' head is
+    # qk_nope + qk_rope wide (8 + 8); the indexer's heads shrunk like the others
+    "dots3_note_text": _DOTS3_TEXT,
+    "dots3_note": {f"text_config.{k}": v for k, v in _DOTS3_TEXT.items()},
+    # the indexed-attention layer's indexer, left unset by the class default: 2 heads of 8, 1 KV head, the top 2
+    # of 4 compressed blocks (8 tokens, ratio 2)
+    "qwen4_exp_text": _QWEN4_INDEXER,
+    "qwen4_exp": {f"text_config.{k}": v for k, v in _QWEN4_INDEXER.items()},
     "xmod": {"default_language": "en_XX"},  # its adapters are per language: inputs without one name the default
     # local and LSH attention chunk the sequence (chunks shorter than its 8 tokens); in training the axial position
     # embeddings tile it exactly (2 x 4)
