@@ -5,8 +5,8 @@ The tiny random Llama of tests/ecosystem/vllm (2 layers, hidden 128, float32), 3
 process, as a user would start it: vLLM's CPU platform (`VLLM_PLUGINS=""`), torch_tpu fused eager
 (`enforce_eager=True`) and torch_tpu compiled (vLLM's compilation on, which the tpu runner serves by replaying
 captured steps). After one warm-up pass over the same workload, per configuration: time to first token (all 32
-requests prefilled and sampled once), decode tokens/s, overall tokens/s, each the best of three timed passes in each
-of two processes per configuration, the configurations taking turns (the host is shared); on tpu also XLA compiles
+requests prefilled and sampled once), decode tokens/s, overall tokens/s, each the best of five timed passes in each
+of three processes per configuration, the configurations taking turns (the host is shared); on tpu also XLA compiles
 during the timed passes (goal 0) and device executions per step (a replayed decode step is one). Results also go to
 benchmarks/results/serving.md.
 
@@ -32,8 +32,8 @@ CONFIGS = {
     "torch_tpu fused": {"env": {}, "compile": False},
     "torch_tpu compiled": {"env": {}, "compile": True},
 }
-REPEATS = 3  # timed passes per process
-ROUNDS = 2  # processes per configuration
+REPEATS = 5  # timed passes per process
+ROUNDS = 3  # processes per configuration (a process can land on a slow placement: best of three)
 _WORDS = "the river garden window kettle lantern harbour meadow engine signal forest market bridge letter".split()
 
 

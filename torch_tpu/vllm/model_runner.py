@@ -141,6 +141,11 @@ class StepReplay:
         if decode_rows is not None:
             out, logits = out
             self.decode_logits = (logits, decode_rows)
+            # vLLM picks the rows to sample (`hidden_states[logits_indices]`) before compute_logits, which takes this
+            # step's logits instead: on the host that pick is a view. On the device it would be a gather (and an
+            # index copy) left in the open graph, unused but kept for its bounds check, one more each step until a
+            # later host read runs them all (31 after a 32-token generate, a program of its own to compile).
+            out = out.cpu()
         # A step's first run at a new size is refused (it lowers new op structures); a size whose captures keep
         # being refused (collectives of tensor parallelism run outside the recording) stays eager: said once.
         if graph.failed >= MAX_FAILED and graph.last_refusal not in self.reported:
