@@ -116,7 +116,8 @@ def test_accelerator_capability_lists_exactly_the_dtypes_tpu_tensors_hold():
     assert set(cap) == {"supported_dtypes"}
     dtypes = cap["supported_dtypes"]
     assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64} <= dtypes
-    assert torch.float8_e4m3fn not in dtypes
+    assert {torch.float8_e4m3fn, torch.float8_e5m2} <= dtypes  # XLA's f8 types (tests/ops/test_float8.py)
+    assert torch.complex32 not in dtypes and torch.float8_e8m0fnu not in dtypes  # no XLA element type
     assert {torch.qint8, torch.quint8, torch.qint32} <= dtypes  # quantized storage (torch.quantize_per_*)
     for dt in dtypes - {torch.qint8, torch.quint8, torch.qint32}:  # each one allocates and round-trips
         t = torch.zeros(2, dtype=dt).to("tpu")

@@ -32,8 +32,10 @@ def test_shape_errors_are_pytorchs():
 
 
 def test_unsupported_dtype():
-    with pytest.raises(TypeError, match="tpu does not support dtype"):
-        torch.empty(2, dtype=torch.float8_e4m3fn, device="tpu")
+    with pytest.raises(TypeError, match="tpu does not support dtype ComplexHalf"):
+        torch.empty(2, dtype=torch.complex32, device="tpu")
+    with pytest.raises(TypeError, match="tpu does not support dtype Float8_e8m0fnu"):
+        torch.zeros(2, dtype=torch.float8_e8m0fnu).to("tpu")
 
 
 @pytest.mark.parametrize(
