@@ -116,6 +116,7 @@ def test_inputs_take_the_layout_the_model_runs_on_the_cpu():
         ("parakeet_ctc", "ParakeetForCTC"),
         ("dac", "DacModel"),
         ("videomae", "VideoMAEModel"),
+        ("granite_speech5_encoder", "GraniteSpeech5Encoder"),  # four mel frames stacked per row
     ]:
         torch.manual_seed(0)
         model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
@@ -127,6 +128,7 @@ def test_inputs_take_the_layout_the_model_runs_on_the_cpu():
         "parakeet_ctc": (2, 32, 16),
         "dac": (2, 1, 1600),
         "videomae": (2, 16, 3, 32, 32),
+        "granite_speech5_encoder": (2, 16, 64),
     }
 
 

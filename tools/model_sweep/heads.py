@@ -192,15 +192,18 @@ def make_inputs(model: Any, head: str) -> dict[str, torch.Tensor]:
 
 def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
     """make_inputs, then the same inputs in the other layouts models of one main input name disagree on: audio
-    features as (batch, mel, frames) or (batch, frames, mel), waveforms with or without a channel dimension, images
-    at twice the configured size (for stems that pool more than the tiny size allows), a clip of `num_frames` images
-    for video models; then, for a forward whose required parameters those leave out, `required.required_candidates`.
-    The worker keeps the first that the model runs on the CPU."""
+    features as (batch, mel, frames), (batch, frames, mel) or four frames stacked per row, waveforms with or without
+    a channel dimension, images at twice the configured size (for stems that pool more than the tiny size allows), a
+    clip of `num_frames` images for video models; then, for a forward whose required parameters those leave out,
+    `required.required_candidates`. The worker keeps the first that the model runs on the CPU."""
     first = make_inputs(model, head)
     out = [first]
     for key, value in first.items():
         if key == "input_features" and value.dim() == 3:
             out.append({**first, key: value.transpose(1, 2).contiguous()})
+            mel = getattr(_sub(model.config, "audio_config", "encoder_config"), "num_mel_bins", None)
+            if isinstance(mel, int):  # frames stacked four at a time (Granite Speech's feature extractor)
+                out.append({**first, key: torch.randn(value.shape[0], SEQ * 2, 4 * mel, generator=_gen(2))})
         elif key == "input_values" and value.dim() == 2:
             out.append({**first, key: value.unsqueeze(1)})
             mel, frames = getattr(model.config, "num_mel_bins", None), getattr(model.config, "max_length", None)

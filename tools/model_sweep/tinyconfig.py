@@ -155,6 +155,10 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "pp_doclayout_v2": _HGNET_DETR,
     "pp_doclayout_v4": _HGNET_DETR,
     "rf_detr": {"num_queries": 8},
+    # the image embedding is the last EfficientNet stage, 320 channels x width_coefficient 2: text projects to it
+    "align": {"projection_dim": 640},
+    # its projection assumes as many mel bins as first-conv channels (128 at full size): 16, the sweep's mel bins
+    "gemma4_audio": {"subsampling_conv_channels": [16, 32]},
     # per-layer attention overrides keyed by the full-size layer numbers dropped; the sliding-window layers' head is
     # qk_nope + qk_rope wide (8 + 8); the indexer's heads shrunk like the others
     "dots3_note_text": _DOTS3_TEXT,
