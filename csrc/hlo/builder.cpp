@@ -23,8 +23,9 @@ std::string float_bits_hex(double value, ElementType type) {
     case ElementType::kBF16: bits = nan ? 0x7FC0 : 0x7F80; if (neg && !nan) bits |= 0x8000; break;
     case ElementType::kF32: bits = nan ? 0x7FC00000ULL : 0x7F800000ULL; if (neg && !nan) bits |= 0x80000000ULL; break;
     case ElementType::kF8E5M2: bits = nan ? 0x7E : 0x7C; if (neg && !nan) bits |= 0x80; break;
-    // No infinities in these: an infinity converts to NaN, as PyTorch converts it.
-    case ElementType::kF8E4M3FN: bits = neg && !nan ? 0xFF : 0x7F; break;
+    // No infinity in e4m3fn: an infinite constant is its largest value, as convert_now saturates (NaN is 0x7F).
+    case ElementType::kF8E4M3FN: bits = nan ? 0x7F : neg ? 0xFE : 0x7E; break;
+    // The fnuz types have one NaN and no infinity; XLA and PyTorch convert an infinity to it.
     case ElementType::kF8E5M2FNUZ:
     case ElementType::kF8E4M3FNUZ: bits = 0x80; break;
     default:
@@ -330,7 +331,7 @@ Value HloBuilder::convert_now(const Value& v, ElementType dtype) {
   // -> float8_e4m3fn saturates at +-448 (its largest finite value), infinities included, as PyTorch's conversion
   // does; XLA's gives NaN past it. Sources that cannot exceed 448 (8-bit integers, e4m3fnuz) need no clamp.
   if (dtype == ElementType::kF8E4M3FN && v.type.dtype != ElementType::kF8E4M3FNUZ &&
-      (is_floating(v.type.dtype) || element_size(v.type.dtype) > 1) && v.type.dtype != ElementType::kPred) {
+      (is_floating(v.type.dtype) || element_size(v.type.dtype) > 1)) {
     Value limited = op1("stablehlo.clamp", {constant(-448, v.type.dtype), v, constant(448, v.type.dtype)}, v.type);
     return op1("stablehlo.convert", {limited}, {dtype, v.type.dims});
   }

@@ -84,3 +84,16 @@ def test_stablehlo_spelling_of_float8_arguments() -> None:
 
     assert stablehlo_text.tensor_type([2, 3], torch.float8_e4m3fn) == "tensor<2x3xf8E4M3FN>"
     assert stablehlo_text.tensor_type([], torch.float8_e5m2) == "tensor<f8E5M2>"
+
+
+@pytest.mark.parametrize("dtype", FLOAT8, ids=str)
+def test_numbers_that_overflow_the_dtype_raise_as_on_cpu(dtype: torch.dtype) -> None:
+    # torch.full / fill_ check their number against the dtype (only e5m2 holds infinities); tpu saturated instead
+    for value in (float("inf"), -float("inf"), 1e6, 300.0, float("nan"), 1.5):
+        try:
+            want = torch.full((2,), value, dtype=dtype)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match=str(e)):
+                torch.full((2,), value, dtype=dtype, device="tpu").cpu()
+            continue
+        same_values(want, torch.full((2,), value, dtype=dtype, device="tpu"))

@@ -27,6 +27,10 @@ const char* c_type_name(at::ScalarType t) {
     case at::kLong: return "int64_t";
     case at::kHalf: return "c10::Half";
     case at::kBFloat16: return "c10::BFloat16";
+    case at::kFloat8_e5m2: return "c10::Float8_e5m2";
+    case at::kFloat8_e4m3fn: return "c10::Float8_e4m3fn";
+    case at::kFloat8_e5m2fnuz: return "c10::Float8_e5m2fnuz";
+    case at::kFloat8_e4m3fnuz: return "c10::Float8_e4m3fnuz";
     case at::kFloat: return "float";
     case at::kDouble: return "double";
     case at::kBool: return "bool";
@@ -625,8 +629,12 @@ void check_fits(const c10::Scalar& v, at::ScalarType t) {
   bool overflow = false;
   if (at::isFloatingType(t)) {
     double max = t == at::kHalf ? 65504.0 : t == at::kBFloat16 ? 3.3895313892515355e38
-                 : t == at::kFloat ? 3.4028234663852886e38 : std::numeric_limits<double>::max();
-    overflow = std::isfinite(d) && std::fabs(d) > max;
+                 : t == at::kFloat ? 3.4028234663852886e38 : t == at::kFloat8_e4m3fn ? 448.0
+                 : t == at::kFloat8_e4m3fnuz ? 240.0
+                 : (t == at::kFloat8_e5m2 || t == at::kFloat8_e5m2fnuz) ? 57344.0 : std::numeric_limits<double>::max();
+    // Only e5m2 of the float8 types has infinities: CPU refuses an infinite number for the others.
+    bool has_inf = t != at::kFloat8_e4m3fn && t != at::kFloat8_e4m3fnuz && t != at::kFloat8_e5m2fnuz;
+    overflow = std::isfinite(d) ? std::fabs(d) > max : std::isinf(d) && !has_inf;
   } else if (v.isIntegral(false)) {
     int64_t i = v.toLong();
     switch (t) {
