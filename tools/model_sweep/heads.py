@@ -7,8 +7,6 @@ from typing import Any
 
 import torch
 
-from tools.model_sweep.required import required_candidates
-
 BATCH = 2
 SEQ = 8
 DECODER_SEQ = 5
@@ -196,8 +194,11 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
     a channel dimension, images at twice the configured size (for stems that pool more than the tiny size allows), a
     clip of `num_frames` images for video models; then, for a forward whose required parameters those leave out,
     `required.required_candidates`. The worker keeps the first that the model runs on the CPU."""
+    from tools.model_sweep.required import required_candidates  # built on this module's helpers: imported late
+
     first = make_inputs(model, head)
     out = [first]
+    codebooks = _codebooks(model.config)
     for key, value in first.items():
         if key == "input_features" and value.dim() == 3:
             out.append({**first, key: value.transpose(1, 2).contiguous()})
@@ -209,8 +210,8 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
             mel, frames = getattr(model.config, "num_mel_bins", None), getattr(model.config, "max_length", None)
             if isinstance(mel, int) and isinstance(frames, int):  # spectrogram models: (batch, frames, mel)
                 out.append({**first, key: torch.randn(value.shape[0], frames, mel, generator=_gen(2))})
-        elif key == "input_ids" and _codebooks(model.config) > 1:  # MusicGen's decoder: one row per codebook
-            rows = value.shape[0] * _codebooks(model.config)
+        elif key == "input_ids" and codebooks > 1:  # MusicGen's decoder: one row per codebook
+            rows = value.shape[0] * codebooks
             out.append({**first, key: token_ids(model.config, (rows, value.shape[1]), seed=1)})
         elif key == "pixel_values" and value.dim() == 4:
             h, w = value.shape[-2:]
@@ -228,9 +229,9 @@ def _codebooks(cfg: Any) -> int:
 
 def make_labels(model: Any, head: str, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
     cfg = model.config
-    ids = inputs.get("input_ids")
-    if head in WITH_LOSS and ids is not None and ids.shape[0] == BATCH * max(2, _codebooks(cfg)):
-        return ids.view(BATCH, _codebooks(cfg), -1).transpose(1, 2)  # (batch, positions, codebooks)
+    ids, codebooks = inputs.get("input_ids"), _codebooks(cfg)
+    if head in WITH_LOSS and ids is not None and codebooks > 1 and ids.shape[0] == BATCH * codebooks:
+        return ids.view(BATCH, codebooks, -1).transpose(1, 2)  # (batch, positions, codebooks)
     if head == "classification":
         return torch.arange(BATCH) % max(2, int(getattr(cfg, "num_labels", 2)))
     encoder_decoder = getattr(cfg, "is_encoder_decoder", False)

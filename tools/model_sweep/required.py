@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-BATCH = 2
+from tools.model_sweep.heads import AUDIO_SAMPLES, BATCH, _gen, _sub
+
 FRAMES = 32  # sequence length of made-up features
-AUDIO_SAMPLES = 1600
 GRIDS = ("grid_thw", "image_grid_thw")
 MASKS = ("mask", "attention_mask", "padding_mask")
 
@@ -28,10 +28,6 @@ def required_params(model: torch.nn.Module) -> list[str]:
     ]
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def _int(cfg: Any, *names: str, default: int) -> int:
     for name in names:
         value = getattr(cfg, name, None)
@@ -42,10 +38,6 @@ def _int(cfg: Any, *names: str, default: int) -> int:
     return default
 
 
-def _vision(cfg: Any) -> Any:
-    return getattr(cfg, "vision_config", None) or cfg
-
-
 def patch_candidates(model: Any, required: list[str]) -> list[dict[str, torch.Tensor]]:
     """Qwen-VL-style vision towers: patches of two images, flattened as the processor flattens them, and their
     (t, h, w) grid; the grid's sides are two merge windows so that the patch merger pools whole windows."""
@@ -53,7 +45,7 @@ def patch_candidates(model: Any, required: list[str]) -> list[dict[str, torch.Te
     patches_name = next((n for n in required if n in ("hidden_states", "pixel_values")), None)
     if grid_name is None or patches_name is None:
         return []
-    cfg = _vision(model.config)
+    cfg = _sub(model.config, "vision_config")
     patch = _int(cfg, "patch_size", default=8)
     channels = _int(cfg, "in_channels", "num_channels", "in_chans", default=3)
     temporal = _int(cfg, "temporal_patch_size", default=2)
@@ -84,7 +76,7 @@ def hidden_state_candidates(model: Any, required: list[str]) -> list[dict[str, t
     if [name for name in required if name not in masks] != ["hidden_states"]:
         return []
     cfg = model.config
-    vis = _vision(cfg)
+    vis = _sub(cfg, "vision_config")
     channels = _int(vis, "num_channels", "in_channels", "input_channels", default=3)
     size = _int(vis, "image_size", default=32)
     out = [{"hidden_states": torch.randn(BATCH, channels, size, size, generator=_gen(2))}]
