@@ -53,8 +53,9 @@ $(DEPS): requirements.txt pyproject.toml | $(PY)
 	@touch $@
 
 # The architecture sweep's fixed sample (tests/sweep): whole tiny models in the sweep's worker processes, its own CI
-# step (`make test` runs the sweep's unit tests, not the models).
+# step (`make test` runs the sweep's unit tests, not the models); diffusers (requirements-sweep.txt) is installed here.
 test-sweep: build
+	$(PY) -m pip install -q --disable-pip-version-check -c requirements.txt -r requirements-sweep.txt
 	$(PY) -m pytest -q -n $(JOBS) tests/sweep
 
 # Ecosystem integrations in their own CI step: the pinned extra installed into .venv (the requirements as

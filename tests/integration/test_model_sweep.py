@@ -65,7 +65,7 @@ class _Regression(torch.nn.Module):
 
 
 def test_float64_arbiter_passes_rounding_and_keeps_real_differences() -> None:
-    from tools.model_sweep.worker import _float64_arbiter, _train
+    from tools.model_sweep.worker import _float64_arbiter, _train, doubled
 
     torch.manual_seed(0)
     model = _Regression()
@@ -74,8 +74,9 @@ def test_float64_arbiter_passes_rounding_and_keeps_real_differences() -> None:
     close = {k: v * (1 + 1e-6) for k, v in cpu.items()}  # float32 rounding: within the bound
     wrong = dict(cpu, **{"grad.linear.weight": cpu["grad.linear.weight"] * 1.01})  # a wrong gradient
     notes: list[str] = []
-    assert _float64_arbiter(model, inputs, labels, cpu, close, notes) == {"result": "pass"}
-    assert _float64_arbiter(model, inputs, labels, cpu, wrong, notes) == {}
+    run64 = lambda: _train(copy.deepcopy(model).double(), doubled(inputs), doubled(labels), "cpu")  # noqa: E731
+    assert _float64_arbiter(run64, cpu, close, notes) == {"result": "pass"}
+    assert _float64_arbiter(run64, cpu, wrong, notes) == {}
     assert "grad.linear.weight" in notes[-1] and "train vs float64" in notes[-1]
 
 
@@ -242,3 +243,25 @@ def test_composite_types_build_their_lm_head_from_the_sub_config_it_declares():
     labels = make_labels(model, "causal_lm", inputs)
     assert tuple(labels.shape) == (2, 8, model.config.num_codebooks)
     assert model(**inputs, labels=labels).loss is not None
+
+
+def test_diffusers_shrink_rescales_rotary_axes_to_the_head_width():
+    from tools.model_sweep.diffusers_source import HEAD_DIM, _rescale_axes, _shrink
+
+    for axes in ([16, 56, 56], (32, 32, 32, 32), [4, 2, 2]):
+        out = _rescale_axes(axes, HEAD_DIM)
+        assert sum(out) == HEAD_DIM and all(a % 2 == 0 and a > 0 for a in out), (axes, out)
+    assert _shrink("axes_dims_rope", (16, 56, 56)) == (2, 8, 6)
+    assert _shrink("num_attention_heads", (5, 10, 20, 20)) == (2, 2, 2, 2)
+    assert _shrink("block_out_channels", (320, 640, 1280, 1280)) == (32, 32, 32, 32)
+    assert _shrink("in_channels", 192) == 192  # an input's width is the input's, not a size to shrink
+    assert _shrink("joint_attention_dim", 4096) == 32
+    assert _shrink("dropout", 0.1) == 0.0
+
+
+def test_diffusers_position_ids_have_one_column_per_rotary_axis():
+    from tools.model_sweep.diffusers_source import _id_axes, _ids
+
+    assert _ids(8).shape == (8, 3) and _ids(8, _id_axes({"axes_dims_rope": [4, 4, 4, 4]})).shape == (8, 4)
+    assert _ids(8)[5].tolist() == [0.0, 1.0, 1.0]  # token 5 of a grid four wide: row 1, column 1
+

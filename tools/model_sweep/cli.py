@@ -1,9 +1,12 @@
-"""Architecture sweep: every transformers model type, tiny and random, on tpu against the CPU.
+"""Architecture sweep: every transformers model type (or diffusers model class), tiny and random, on tpu against
+the CPU.
 
-    python -m tools.model_sweep [--types llama,bert] [--limit N] [--shard I/N] [--heads base,causal_lm]
-                                [--timeout 120] [--json PATH] [--markdown PATH] [--rerun] [--report-only]
+    python -m tools.model_sweep [--source transformers|diffusers] [--types llama,bert] [--limit N] [--shard I/N]
+                                [--heads base,causal_lm] [--timeout 120] [--json PATH] [--markdown PATH] [--rerun]
+                                [--report-only]
 
-Each model type runs in its own worker process (tools/model_sweep/worker.py), one type at a time; a head that runs
+Each model type runs in its own worker process (tools/model_sweep/worker.py; diffusers_worker.py for diffusers
+classes, which the JSON keeps in a section of their own), one type at a time; a head that runs
 past --timeout seconds is killed and recorded as a timeout. Results go to the JSON after every type, so a run can
 stop at any point and resume: types already in the JSON are skipped unless --rerun. The markdown report
 (docs/model_coverage.md) is regenerated from the JSON at the end, or alone with --report-only.
@@ -36,8 +39,15 @@ def all_types() -> list[str]:
     return sorted(CONFIG_MAPPING.keys())
 
 
-def select(types: str | None, shard: str | None) -> list[str]:
-    names = all_types()
+def all_diffusers() -> list[str]:
+    from tools.model_sweep.diffusers_pipelines import PIPELINES
+    from tools.model_sweep.diffusers_source import model_classes
+
+    return model_classes() + [f"pipeline:{p}" for p in PIPELINES]
+
+
+def select(types: str | None, shard: str | None, source: str = "transformers") -> list[str]:
+    names = all_diffusers() if source == "diffusers" else all_types()
     if types:
         wanted = [t.strip() for t in types.split(",") if t.strip()]
         unknown = [t for t in wanted if t not in names]
@@ -58,17 +68,22 @@ def _reader(stream: Any, out: queue.Queue[str | None]) -> None:
     out.put(None)
 
 
-def run_type(model_type: str, heads: str | None, timeout: float) -> dict[str, Any]:
-    """One model type in a worker process: {"heads": {head: record}, "seconds": wall}."""
+def run_type(model_type: str, heads: str | None, timeout: float, source: str = "transformers") -> dict[str, Any]:
+    """One model type (a diffusers class or pipeline with source="diffusers") in a worker process:
+    {"heads": {head: record}, "seconds": wall}."""
     from tools.model_sweep.heads import heads_for
 
     t0 = time.monotonic()
-    plan = heads_for(model_type)
-    if heads:
-        plan = [(h, c) for h, c in plan if h in heads.split(",")]
+    if source == "diffusers":
+        plan = [("base", model_type)]
+        cmd = [sys.executable, "-m", "tools.model_sweep.diffusers_worker", model_type]
+    else:
+        plan = heads_for(model_type)
+        if heads:
+            plan = [(h, c) for h, c in plan if h in heads.split(",")]
+        cmd = [sys.executable, "-m", "tools.model_sweep.worker", model_type] + ([heads] if heads else [])
     if not plan:
         return {"heads": {}, "result": "skipped", "reason": "no model class of the sweep's heads", "seconds": 0.0}
-    cmd = [sys.executable, "-m", "tools.model_sweep.worker", model_type] + ([heads] if heads else [])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_REPO, os.environ.get("PYTHONPATH")])))
     env.setdefault("TORCH_TPU_FALLBACK", "silent")
     proc = subprocess.Popen(cmd, cwd=_REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -123,6 +138,9 @@ def _save(path: str, data: dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     data["totals"] = totals(data["types"])
     data["meta"]["sweep_s"] = round(sum(e.get("seconds", 0.0) for e in data["types"].values()), 1)
+    if data.get("diffusers"):
+        data["diffusers_totals"] = totals(data["diffusers"])
+        data["meta"]["diffusers_sweep_s"] = round(sum(e.get("seconds", 0.0) for e in data["diffusers"].values()), 1)
     with open(path + ".tmp", "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -140,16 +158,29 @@ def _meta() -> dict[str, Any]:
     import torch
     import transformers
 
-    return {
+    out = {
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, XLA-CPU plugin",
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
+    try:
+        import diffusers
+
+        out["diffusers"] = diffusers.__version__
+    except ImportError:
+        pass
+    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tools.model_sweep", description=(__doc__ or "").split("\n")[0])
+    p.add_argument(
+        "--source",
+        choices=("transformers", "diffusers"),
+        default="transformers",
+        help="transformers model types (default), or diffusers model classes and the two tiny pipelines",
+    )
     p.add_argument("--types", default=None, help="comma list of model types (default: all of CONFIG_MAPPING)")
     p.add_argument("--limit", type=int, default=None, help="run at most N types (after skipping finished ones)")
     p.add_argument("--shard", default=None, help="I/N: every N-th type from the I-th (0-based)")
@@ -168,14 +199,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data = load(args.json)
     if not args.report_only:
-        todo = [t for t in select(args.types, args.shard) if args.rerun or t not in data["types"]]
+        section = data.setdefault("diffusers", {}) if args.source == "diffusers" else data["types"]
+        todo = [t for t in select(args.types, args.shard, args.source) if args.rerun or t not in section]
         if args.limit is not None:
             todo = todo[: args.limit]
         data["meta"].update(_meta())
         print(f"{len(todo)} model types to run", flush=True)
         for i, t in enumerate(todo, 1):
-            entry = run_type(t, args.heads, args.timeout)
-            data["types"][t] = entry
+            entry = run_type(t, args.heads, args.timeout, args.source)
+            section[t] = entry
             _save(args.json, data)
             heads = " ".join(f"{h}={r['result']}" for h, r in entry["heads"].items())
             print(f"[{i}/{len(todo)}] {t}: {type_result(entry)} ({entry['seconds']:.0f} s) {heads}", flush=True)

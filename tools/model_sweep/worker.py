@@ -11,6 +11,7 @@ first; a step that fails there is the model's own error and does not run on tpu.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -135,30 +136,23 @@ def _train(model: Any, inputs: dict[str, torch.Tensor], labels: torch.Tensor, de
 
 
 def _float64_arbiter(
-    original: Any,
-    inputs: dict[str, torch.Tensor],
-    labels: torch.Tensor,
+    run64: Callable[[], dict[str, torch.Tensor]],
     cpu: dict[str, torch.Tensor],
     tpu: dict[str, torch.Tensor],
     notes: list[str],
+    step: str = "train",
 ) -> dict[str, Any]:
-    """A training step that mismatches, judged against the same step in float64 on the CPU. Where CPU's own float32
-    result is as far from float64 as tpu's (BatchNorm on 1x1 maps, AdamW dividing by a gradient near eps), the
-    difference is the model's conditioning, not a wrong answer: the step passes, with a note giving both errors.
+    """A training step (or forward pass) that mismatches, judged against the same step in float64 on the CPU. Where
+    CPU's own float32 result is as far from float64 as tpu's (BatchNorm on 1x1 maps, GroupNorm of a near-constant
+    map, AdamW dividing by a gradient near eps), the difference is the model's conditioning, not a wrong answer: the
+    step passes, with a note giving both errors.
     Elsewhere it stays a mismatch, and the note says how far each side is from float64. The loss and gradients are
     judged; the parameters after AdamW follow from them elementwise (its first step is about lr * sign(gradient), so
     a gradient within rounding of zero moves its parameter by up to 2 * lr either way)."""
-    import copy
-
     try:
-        exact = _train(
-            copy.deepcopy(original).double(),
-            {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()},
-            labels.double() if labels.is_floating_point() else labels,
-            "cpu",
-        )
+        exact = run64()
     except Exception as e:
-        notes.append(f"train: no float64 run ({_error(e)})")
+        notes.append(f"{step}: no float64 run ({_error(e)})")
         return {}
     worst, worst_excess, tpu_err, cpu_err = "", -math.inf, 0.0, 0.0
     for name, want in exact.items():
@@ -169,8 +163,15 @@ def _float64_arbiter(
         excess = e_tpu - max(TOL, 2 * e_cpu)
         if excess > worst_excess:
             worst, worst_excess, tpu_err, cpu_err = name, excess, e_tpu, e_cpu
-    notes.append(f"train vs float64 at {worst}: CPU {cpu_err:.1e}, tpu {tpu_err:.1e}")
+    notes.append(f"{step} vs float64 at {worst}: CPU {cpu_err:.1e}, tpu {tpu_err:.1e}")
     return {"result": "pass"} if worst_excess <= 0 else {}
+
+
+def doubled(x: Any) -> Any:
+    """Floating tensors (alone or the values of a dict) in float64, for the float64 arbiter's run."""
+    if isinstance(x, dict):
+        return {k: doubled(v) for k, v in x.items()}
+    return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
 
 def _tokens_equal(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -331,9 +332,16 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
                 return rec
     steps = rec["steps"]
     steps["load"] = _check_load(original, cpu, tpu, rec["notes"])
+    fwd: dict[str, dict[str, torch.Tensor]] = {}
     steps["forward"] = _step(
-        "forward", lambda: _forward(cpu, inputs, "cpu"), lambda: _forward(tpu, inputs, "tpu"), compare
+        "forward",
+        lambda: fwd.setdefault("cpu", _forward(cpu, inputs, "cpu")),
+        lambda: fwd.setdefault("tpu", _forward(tpu, inputs, "tpu")),
+        compare,
     )
+    if steps["forward"]["result"] == "mismatch" and len(fwd) == 2:
+        run64 = lambda: _forward(copy.deepcopy(original).double(), doubled(inputs), "cpu")  # noqa: E731
+        steps["forward"].update(_float64_arbiter(run64, fwd["cpu"], fwd["tpu"], rec["notes"], "forward"))
     if head in GENERATIVE and getattr(cpu, "can_generate", lambda: False)():
         steps["generate"] = _step(
             "generate", lambda: _generate(cpu, inputs, "cpu"), lambda: _generate(tpu, inputs, "tpu"), _tokens_equal
@@ -347,7 +355,14 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
             compare,
         )
         if steps["train"]["result"] == "mismatch" and len(kept) == 2:
-            steps["train"].update(_float64_arbiter(original, inputs, labels, kept["cpu"], kept["tpu"], rec["notes"]))
+            steps["train"].update(
+                _float64_arbiter(
+                    lambda: _train(copy.deepcopy(original).double(), doubled(inputs), doubled(labels), "cpu"),
+                    kept["cpu"],
+                    kept["tpu"],
+                    rec["notes"],
+                )
+            )
     rec["fallback_ops"] = dict(sorted(torch_tpu.metrics()["fallback_ops"].items()))
     rec["result"], stage = _classify(steps, rec["fallback_ops"])
     if stage is not None:

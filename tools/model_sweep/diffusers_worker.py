@@ -1,0 +1,220 @@
+"""One diffusers model class (or tiny pipeline) in one process, on tpu against the CPU; JSON lines as worker.py.
+
+    python -m tools.model_sweep.diffusers_worker NAME
+
+NAME is a model class diffusers exports (UNet2DConditionModel, FluxTransformer2DModel, AutoencoderKL, ...) or
+``pipeline:DDPMPipeline`` / ``pipeline:DiTPipeline``. A model is built tiny with random weights from seed 0, saved,
+loaded on the CPU and with ``device_map="tpu"``; then compared: its forward (every floating tensor), one AdamW
+training step regressing its main output onto a fixed random target (loss, every gradient, every parameter after
+the step), and the forward compiled with ``torch.compile(backend="tpu")``. A pipeline runs end to end with a CPU
+generator and two denoising steps, its output image compared.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any
+
+import torch
+
+from tools.model_sweep.worker import (
+    _break_constant_weights,
+    _check_load,
+    _classify,
+    _emit,
+    _error,
+    _flatten,
+    _float64_arbiter,
+    _step,
+    _to,
+    compare,
+    doubled,
+)
+
+HEAD = "base"
+
+
+def _call(model: Any, inputs: dict[str, Any]) -> Any:
+    torch.manual_seed(0)
+    return model(**inputs, return_dict=False) if _takes_return_dict(model) else model(**inputs)
+
+
+def _takes_return_dict(model: Any) -> bool:
+    from tools.model_sweep.heads import forward_params
+
+    return "return_dict" in forward_params(model)
+
+
+def _forward(model: Any, inputs: dict[str, Any], device: str) -> dict[str, torch.Tensor]:
+    model.eval()
+    with torch.no_grad():
+        out = _call(model, _to(inputs, device))
+    return {k: v.cpu() for k, v in _flatten(out, "", {}).items()}
+
+
+def _compiled_forward(model: Any, inputs: dict[str, Any], device: str) -> dict[str, torch.Tensor]:
+    torch._dynamo.reset()
+    model.eval()
+    fn = torch.compile(lambda **kw: _call(model, kw), backend="tpu" if device == "tpu" else "eager")
+    with torch.no_grad():
+        out = fn(**_to(inputs, device))
+    return {k: v.cpu() for k, v in _flatten(out, "", {}).items()}
+
+
+def _train(model: Any, inputs: dict[str, Any], device: str) -> dict[str, torch.Tensor]:
+    from tools.model_sweep.diffusers_source import output_tensor
+
+    torch.manual_seed(0)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, eps=1e-5)
+    opt.zero_grad()
+    pred = output_tensor(_call(model, _to(inputs, device)))
+    target = torch.randn(pred.shape, generator=torch.Generator().manual_seed(7)).to(device, pred.dtype)
+    loss = torch.nn.functional.mse_loss(pred, target)
+    loss.backward()
+    res = {"loss": loss.detach().cpu().reshape(-1)}
+    res.update({f"grad.{n}": p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None})
+    opt.step()
+    res.update({f"after.{k}": v.cpu() for k, v in model.state_dict().items() if v.is_floating_point()})
+    return res
+
+
+def _runnable(model: Any, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first candidate inputs the CPU forward accepts (the first if none does: its error is reported)."""
+    for inputs in candidates:
+        try:
+            _forward(model, inputs, "cpu")
+            return inputs
+        except Exception:
+            continue
+    return candidates[0]
+
+
+def _load(cls: Any, d: str, rec: dict[str, Any]) -> tuple[Any, Any]:
+    cpu = cls.from_pretrained(d, torch_dtype=torch.float32)
+    try:
+        tpu = cls.from_pretrained(d, torch_dtype=torch.float32, device_map="tpu")
+        rec["loaded_with"] = "device_map"
+    except Exception as e:
+        rec["notes"].append(f"from_pretrained(device_map='tpu') failed: {_error(e)}")
+        tpu = cls.from_pretrained(d, torch_dtype=torch.float32).to("tpu")
+        rec["loaded_with"] = "to"
+    return cpu, tpu
+
+
+def run_model(class_name: str) -> dict[str, Any]:
+    import diffusers
+
+    import torch_tpu
+    from tools.model_sweep.diffusers_source import SKIPPED, build, input_candidates
+
+    t0 = time.monotonic()
+    rec: dict[str, Any] = {"head": HEAD, "class": class_name, "steps": {}, "notes": [], "fallback_ops": {}}
+    if class_name in SKIPPED:
+        rec.update(result="skipped", reason=SKIPPED[class_name])
+        return rec
+    cls = getattr(diffusers, class_name)
+    try:
+        torch.manual_seed(0)
+        original = build(class_name)
+        _break_constant_weights(original)
+        inputs = _runnable(original, input_candidates(original))
+    except Exception as e:
+        rec.update(result="error", stage="build", cpu_fails=True, error=_error(e))
+        return rec
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            original.save_pretrained(d)
+            torch_tpu.reset_op_counts()
+            cpu, tpu = _load(cls, d, rec)
+        except Exception as e:
+            rec.update(result="error", stage="save/load", cpu_fails=True, error=_error(e))
+            return rec
+    steps = rec["steps"]
+    steps["load"] = _check_load(original, cpu, tpu, rec["notes"])
+    # forward and compiled forward first: the training step changes both models' weights
+    fwd: dict[str, dict[str, torch.Tensor]] = {}
+    steps["forward"] = _step(
+        "forward",
+        lambda: fwd.setdefault("cpu", _forward(cpu, inputs, "cpu")),
+        lambda: fwd.setdefault("tpu", _forward(tpu, inputs, "tpu")),
+        compare,
+    )
+    steps["compile"] = _step(
+        "compile",
+        lambda: fwd.get("cpu") or _forward(cpu, inputs, "cpu"),
+        lambda: fwd.setdefault("compiled", _compiled_forward(tpu, inputs, "tpu")),
+        compare,
+    )
+    for name, got in (("forward", "tpu"), ("compile", "compiled")):
+        if steps[name]["result"] == "mismatch" and "cpu" in fwd and got in fwd:
+            run64 = lambda: _forward(copy.deepcopy(original).double(), doubled(inputs), "cpu")  # noqa: E731
+            steps[name].update(_float64_arbiter(run64, fwd["cpu"], fwd[got], rec["notes"], name))
+    kept: dict[str, dict[str, torch.Tensor]] = {}
+    steps["train"] = _step(
+        "train",
+        lambda: kept.setdefault("cpu", _train(cpu, inputs, "cpu")),
+        lambda: kept.setdefault("tpu", _train(tpu, inputs, "tpu")),
+        compare,
+    )
+    if steps["train"]["result"] == "mismatch" and len(kept) == 2:
+        run64 = lambda: _train(copy.deepcopy(original).double(), doubled(inputs), "cpu")  # noqa: E731
+        steps["train"].update(_float64_arbiter(run64, kept["cpu"], kept["tpu"], rec["notes"]))
+    return _finish(rec, t0)
+
+
+def _finish(rec: dict[str, Any], t0: float) -> dict[str, Any]:
+    import torch_tpu
+
+    steps = rec["steps"]
+    rec["fallback_ops"] = dict(sorted(torch_tpu.metrics()["fallback_ops"].items()))
+    rec["result"], stage = _classify(steps, rec["fallback_ops"])
+    if stage is not None:
+        rec.update(stage=stage, **{k: v for k, v in steps[stage].items() if k in ("cpu_fails", "error", "worst")})
+    rec["seconds"] = round(time.monotonic() - t0, 2)
+    return rec
+
+
+def run_pipeline(name: str) -> dict[str, Any]:
+    import torch_tpu
+    from tools.model_sweep.diffusers_pipelines import PIPELINES
+
+    t0 = time.monotonic()
+    rec: dict[str, Any] = {"head": HEAD, "class": name, "steps": {}, "notes": [], "fallback_ops": {}}
+    make, call = PIPELINES[name]
+    try:
+        cpu_pipe, tpu_pipe = make(), make()
+        torch_tpu.reset_op_counts()
+        tpu_pipe.to("tpu")
+    except Exception as e:
+        rec.update(result="error", stage="build", cpu_fails=True, error=_error(e))
+        return rec
+    rec["steps"]["pipeline"] = _step(
+        "pipeline", lambda: {"images": call(cpu_pipe)}, lambda: {"images": call(tpu_pipe)}, compare
+    )
+    return _finish(rec, t0)
+
+
+def main(argv: list[str]) -> int:
+    import diffusers
+
+    diffusers.utils.logging.set_verbosity_error()
+    diffusers.utils.logging.disable_progress_bar()
+    warnings.simplefilter("ignore")
+    name = argv[0]
+    _emit({"plan": [[HEAD, name]]})
+    _emit({"start": HEAD})
+    try:
+        rec = run_pipeline(name.split(":", 1)[1]) if name.startswith("pipeline:") else run_model(name)
+    except Exception as e:  # a harness failure still yields a record
+        rec = {"head": HEAD, "class": name, "result": "error", "stage": "sweep", "error": _error(e)}
+    _emit(rec)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
