@@ -265,3 +265,48 @@ def test_diffusers_position_ids_have_one_column_per_rotary_axis():
     assert _ids(8).shape == (8, 3) and _ids(8, _id_axes({"axes_dims_rope": [4, 4, 4, 4]})).shape == (8, 4)
     assert _ids(8)[5].tolist() == [0.0, 1.0, 1.0]  # token 5 of a grid four wide: row 1, column 1
 
+
+def test_inputs_by_name_videos_series_boxes_and_the_other_half_of_a_pair():
+    # Each of these failed on the CPU too (or was skipped: "no inputs for main input") before the sweep made the
+    # input by name: a video clip, a time series context (and TimesFM's padding mask and frequency), LayoutLM's word
+    # boxes, ViLT's image beside its text, VideoPrism's text beside its clip.
+    import transformers
+
+    from tools.model_sweep.heads import input_candidates
+    from tools.model_sweep.worker import _forward, _prepare_config, _runnable_inputs
+
+    shapes = {}
+    for model_type, cls in [
+        ("vjepa2", "VJEPA2Model"),
+        ("patchtst", "PatchTSTModel"),
+        ("timesfm", "TimesFmModel"),
+        ("layoutlm", "LayoutLMModel"),
+        ("vilt", "ViltModel"),
+        ("videoprism", "VideoPrismClipModel"),
+        ("informer", "InformerModel"),  # context plus its largest lag, time features, observed mask
+    ]:
+        torch.manual_seed(0)
+        model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
+        inputs = _runnable_inputs(model, input_candidates(model, "base"))
+        assert _forward(model, inputs, "cpu")
+        shapes[model_type] = {k: tuple(v.shape) for k, v in inputs.items() if k != "attention_mask"}
+    assert shapes == {
+        "vjepa2": {"pixel_values_videos": (2, 16, 3, 32, 32)},
+        "patchtst": {"past_values": (2, 32, 1)},
+        "timesfm": {"past_values": (2, 128), "past_values_padding": (2, 128), "freq": (2, 1)},
+        "layoutlm": {"input_ids": (2, 8), "bbox": (2, 8, 4)},
+        "vilt": {"input_ids": (2, 8), "pixel_values": (2, 3, 32, 32)},
+        "videoprism": {"pixel_values_videos": (2, 16, 3, 32, 32), "input_ids": (2, 8)},
+        "informer": {"past_values": (2, 11), "past_time_features": (2, 11, 0), "past_observed_mask": (2, 11)},
+    }
+
+
+def test_detr_family_builds_on_transformers_own_resnet():
+    # Their default backbone is timm's, which cannot be imported here: every DETR-family type failed on the CPU too.
+    import transformers
+
+    from tools.model_sweep.worker import _prepare_config
+
+    for model_type, cls in [("detr", "DetrModel"), ("deformable_detr", "DeformableDetrModel")]:
+        model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
+        assert model.config.backbone_config.model_type == "resnet"

@@ -133,6 +133,34 @@ def _pixels(cfg: Any) -> torch.Tensor:
     return torch.randn(BATCH, channels, h, w, generator=_gen(2))
 
 
+def _video(cfg: Any) -> torch.Tensor:
+    """A clip (batch, frames, channels, height, width): the configured frame count (at most 16; at least two
+    tubelets where frames are grouped in time)."""
+    vis = _sub(cfg, "vision_config")
+    frames = getattr(vis, "num_frames", None) or getattr(vis, "frames_per_clip", None) or 4
+    tubelet = getattr(vis, "tubelet_size", 1)
+    tubelet = tubelet[0] if isinstance(tubelet, (tuple, list)) else tubelet
+    frames = max(min(int(frames), 16), 2 * int(tubelet or 1))
+    image = _pixels(cfg)
+    return torch.randn(image.shape[0], frames, *image.shape[1:], generator=_gen(2))
+
+
+def _series(cfg: Any) -> torch.Tensor:
+    """A time series context: (batch, context, channels) for multivariate models, else (batch, context); at most
+    four patches of a long-context model (over 256 steps); a forecaster with lagged inputs also sees its largest
+    lag before the context."""
+    context = int(getattr(cfg, "context_length", 32))
+    lags = getattr(cfg, "lags_sequence", None)
+    if lags:
+        context += max(lags)
+    patch = getattr(cfg, "patch_length", None)
+    if isinstance(patch, int) and context > 256:
+        context = 4 * patch
+    channels = getattr(cfg, "num_input_channels", None)
+    shape = (BATCH, context, channels) if isinstance(channels, int) else (BATCH, context)
+    return torch.randn(*shape, generator=_gen(2))
+
+
 def _features(cfg: Any) -> torch.Tensor:
     audio = _sub(cfg, "audio_config", "encoder_config")
     mel = getattr(audio, "num_mel_bins", None)
@@ -172,8 +200,16 @@ def make_inputs(model: Any, head: str) -> dict[str, torch.Tensor]:
         inputs["input_features"] = _features(cfg)
     elif main == "input_values":
         inputs["input_values"] = torch.randn(BATCH, AUDIO_SAMPLES, generator=_gen(2))
+    elif main == "pixel_values_videos":
+        inputs[main] = _video(cfg)
+    elif main == "past_values":
+        inputs[main] = _series(cfg)
     else:
         raise NotImplementedError(f"main input {main!r}")
+    if main == "input_ids" and "bbox" in accepts:  # layout models (BROS, UDOP) embed each token's word box
+        from tools.model_sweep.required import boxes  # built on this module's helpers: imported late
+
+        inputs["bbox"] = boxes(SEQ)
     if main == "input_ids" and "pixel_values" in accepts and _contrastive(cfg):
         inputs["pixel_values"] = _pixels(cfg)  # CLIP-style dual encoders embed both
     encoder_decoder = getattr(cfg, "is_encoder_decoder", False)

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tools.model_sweep.heads import AUDIO_SAMPLES, BATCH, _gen, _sub
+from tools.model_sweep.heads import AUDIO_SAMPLES, BATCH, SEQ, _gen, _sub, token_ids
 
 FRAMES = 32  # sequence length of made-up features
 GRIDS = ("grid_thw", "image_grid_thw")
@@ -93,10 +93,51 @@ def hidden_state_candidates(model: Any, required: list[str]) -> list[dict[str, t
     return out
 
 
+def boxes(n: int) -> torch.Tensor:
+    """(BATCH, n, 4) word boxes x0, y0, x1, y1 on a 0..1000 page, each of positive size."""
+    corner = torch.randint(0, 500, (BATCH, n, 2), generator=_gen(5))
+    return torch.cat([corner, corner + 1 + torch.randint(0, 400, (BATCH, n, 2), generator=_gen(6))], dim=-1)
+
+
+def _time_features(cfg: Any) -> int:
+    return int(getattr(cfg, "num_time_features", 0) or 0) + int(getattr(cfg, "num_dynamic_real_features", 0) or 0)
+
+
+def named_candidates(model: Any, required: list[str], first: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """`first` completed with the inputs the sweep can make by name alone: the required ones (token ids beside a
+    video or image, a Q-Former's own prompt, word boxes, an in-context prompt image and mask, a time series'
+    padding mask and frequency class), else the optional other half of an image-and-text model (ViLT, IDEFICS,
+    Kosmos-2: the forward takes either side as optional but needs both)."""
+    from tools.model_sweep.heads import _pixels, forward_params
+
+    main = next(iter(first.values()))
+    makers = {
+        "input_ids": lambda: token_ids(model.config, (BATCH, SEQ), seed=1),
+        "qformer_input_ids": lambda: token_ids(_sub(model.config, "qformer_config"), (BATCH, SEQ), seed=4),
+        "bbox": lambda: boxes(first["input_ids"].shape[1] if "input_ids" in first else SEQ),
+        "past_values_padding": lambda: torch.zeros(main.shape[:2]),
+        # forecasters (TimeSeriesTransformer, Informer, Autoformer): time features of the context, all observed
+        "past_time_features": lambda: torch.randn(*main.shape[:2], _time_features(model.config), generator=_gen(7)),
+        "past_observed_mask": lambda: torch.ones(main.shape),
+        "freq": lambda: torch.zeros(BATCH, 1, dtype=torch.long),
+        "pixel_values": lambda: _pixels(model.config),
+        "prompt_pixel_values": lambda: _pixels(model.config),
+        "prompt_masks": lambda: _pixels(model.config),
+    }
+    missing = [name for name in required if name not in first]
+    if not missing:
+        accepts = forward_params(model)
+        missing = [n for n in ("input_ids", "pixel_values") if n in accepts and n not in first]
+    if not missing or any(name not in makers for name in missing):
+        return []
+    return [{**first, **{name: makers[name]() for name in missing}}]
+
+
 def required_candidates(model: Any, first: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
     """Candidate inputs for the forward's required parameters that `first` (make_inputs) leaves out; none when it
     covers them all."""
     required = required_params(model)
+    named = named_candidates(model, required, first)
     if all(name in first for name in required):
-        return []
-    return patch_candidates(model, required) + hidden_state_candidates(model, required)
+        return named
+    return named + patch_candidates(model, required) + hidden_state_candidates(model, required)

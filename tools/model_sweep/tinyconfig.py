@@ -37,7 +37,7 @@ _INTERMEDIATE |= {"n_inner", "intermediate_size_mlp", "mlp_dim", "decoder_interm
 _LAYERS = {"num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers", "decoder_layers"}
 _LAYERS |= {"num_encoder_layers", "num_decoder_layers", "decoder_num_hidden_layers"}
 _HEADS = {"num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads"}
-_HEADS |= {"decoder_attention_heads", "decoder_num_attention_heads"}
+_HEADS |= {"decoder_attention_heads", "decoder_num_attention_heads", "pred_num_attention_heads"}
 _KV = {"num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"}
 _HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_dim", "d_head"}
 _VOCAB = {"vocab_size", "n_vocab", "decoder_vocab_size"}
@@ -86,8 +86,42 @@ _QWEN4_INDEXER = {
 }
 _COMPASS_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
 
+# DETR-family detectors default to a timm backbone (timm cannot be imported here, see docs/model_coverage.md):
+# transformers' own ResNet instead, tiny, its four stages out (as DETR's use_timm_backbone=False checkpoints have it).
+_RESNET_BACKBONE = {
+    "use_timm_backbone": False,
+    "backbone_config": {
+        "model_type": "resnet",
+        "embedding_size": 16,
+        "hidden_sizes": [16, 32, 64, 128],
+        "depths": [1, 1, 1, 1],
+        "out_features": ["stage1", "stage2", "stage3", "stage4"],
+    },
+}
+
 # Per-type corrections, applied to the shrunk top-level configuration (dotted keys reach sub-configurations).
 OVERRIDES: dict[str, dict[str, Any]] = {
+    **dict.fromkeys(("detr", "conditional_detr", "dab-detr", "table-transformer"), _RESNET_BACKBONE),
+    # Mimi-style codecs' upsampling groups (one per channel) follow the tiny width
+    # and their codebooks are as wide as the model
+    **dict.fromkeys(
+        ("mimi", "mimi_decoder"),
+        {"upsample_groups": 32, "codebook_dim": 32, "vector_quantization_hidden_dimension": 32},
+    ),
+    "pocket_tts_audio_tokenizer_decoder": {"upsample_groups": 32},
+    "kyutai_speech_to_text": {"codec_config.upsample_groups": 32, "codec_config.codebook_dim": 32},
+    # fields the class defaults leave out that their modeling code reads (their checkpoints set them)
+    "moonshine_streaming": {"num_key_value_heads": 4},
+    "pix2struct_text_model": {"initializer_range": 0.02},
+    "t5gemma2_encoder": {"text_config.dropout_rate": 0.0},
+    "qwen3_omni_moe_talker_text": {"shared_expert_intermediate_size": 32},
+    "dbrx": {"attn_config.rope_theta": 10000.0, "attn_config.clip_qkv": 8.0},
+    # probabilistic forecasters: the horizon has no default (the context defaults to it)
+    **dict.fromkeys(("autoformer", "informer", "time_series_transformer"), {"prediction_length": 4}),
+    "deformable_detr": {
+        **_RESNET_BACKBONE,
+        "backbone_config": {**_RESNET_BACKBONE["backbone_config"], "out_features": ["stage2", "stage3", "stage4"]},
+    },
     "swin": {"window_size": 2},
     # four stages (depths) however few layers: num_layers and the per-stage window sizes stay four long
     "swinv2": {"window_size": 2, "num_layers": 4, "pretrained_window_sizes": [0, 0, 0, 0]},
