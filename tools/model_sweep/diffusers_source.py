@@ -241,6 +241,16 @@ def tiny_config(class_name: str) -> dict[str, Any]:
     return cfg
 
 
+def no_dropout(model: Any) -> Any:
+    """Every dropout module of `model` set to p=0 (returned). Some blocks fix their rate in code, not in the
+    configuration (UNet3D's temporal convolutions: 0.1), and a training step draws its masks from each device's own
+    generator: it would compare two different random models."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+    return model
+
+
 def build(class_name: str) -> Any:
     """The class built from its tiny configuration (parameters counted on the meta device first: a configuration the
     shrink missed raises instead of filling the host's memory)."""
@@ -251,7 +261,7 @@ def build(class_name: str) -> Any:
         n = sum(p.numel() for p in cls(**cfg).parameters())
     if n > MAX_PARAMS:
         raise ValueError(f"the shrunk configuration still has {n:,} parameters (the sweep builds up to {MAX_PARAMS:,})")
-    return cls(**cfg)
+    return no_dropout(cls(**cfg))
 
 
 # ---- inputs ----------------------------------------------------------------------------------------------------------

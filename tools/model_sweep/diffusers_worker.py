@@ -95,6 +95,8 @@ def _runnable(model: Any, candidates: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _load(cls: Any, d: str, rec: dict[str, Any]) -> tuple[Any, Any]:
+    from tools.model_sweep.diffusers_source import no_dropout
+
     cpu = cls.from_pretrained(d, torch_dtype=torch.float32)
     try:
         tpu = cls.from_pretrained(d, torch_dtype=torch.float32, device_map="tpu")
@@ -103,7 +105,7 @@ def _load(cls: Any, d: str, rec: dict[str, Any]) -> tuple[Any, Any]:
         rec["notes"].append(f"from_pretrained(device_map='tpu') failed: {_error(e)}")
         tpu = cls.from_pretrained(d, torch_dtype=torch.float32).to("tpu")
         rec["loaded_with"] = "to"
-    return cpu, tpu
+    return no_dropout(cpu), no_dropout(tpu)
 
 
 def run_model(class_name: str) -> dict[str, Any]:
