@@ -49,7 +49,7 @@ _WIDTHS = {"ch", "channels", "base_dim", "decoder_base_dim", "d_model", "dim", "
 _WIDTHS |= {"txt_in_features", "input_dims"}
 _CHANNEL_LISTS = {"block_out_channels", "decoder_block_out_channels", "encoder_block_out_channels"}
 _CHANNEL_LISTS |= {"conditioning_embedding_out_channels", "channels"}
-_ROPE_AXES = {"axes_dims_rope", "axes_dims", "rope_axes_dim", "rope_dim_list", "axes_dim", "axes_dim_rope"}
+_ROPE_AXES = {"axes_dims_rope", "axes_dims", "rope_axes_dim", "rope_dim_list", "axes_dim", "axes_dim_rope", "rope_dim"}
 _VOCAB = {"vocab_size", "codebook_size", "num_vector_embeds"}
 _KEEP = {"in_channels", "out_channels", "latent_channels", "patch_size", "patch_size_t", "sample_size", "z_dim"}
 _KEEP |= {"freq_dim", "time_embed_dim", "num_train_timesteps", "num_embeds_ada_norm", "num_class_embeds"}
@@ -82,10 +82,11 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "Transformer2DModel": {"in_channels": CHANNELS, "cross_attention_dim": WIDTH},
     "TransformerTemporalModel": {"in_channels": CHANNELS},
     "LuminaNextDiT2DModel": {"num_kv_heads": HEADS},
-    "Kandinsky3UNet": {"groups": 8},
+    "Kandinsky3UNet": {"groups": 8, "block_out_channels": (2 * CHANNELS,) * 4, "time_embedding_dim": 2 * WIDTH},
     "PriorTransformer": {"num_embeddings": TEXT},
     # two levels are enough; the defaults' four make the latent smaller than a patch
     "UNetSpatioTemporalConditionModel": {
+        "num_attention_heads": (HEADS, HEADS),
         "block_out_channels": (CHANNELS, CHANNELS),
         "down_block_types": ("CrossAttnDownBlockSpatioTemporal", "DownBlockSpatioTemporal"),
         "up_block_types": ("UpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal"),
@@ -179,7 +180,7 @@ def _is_width(name: str, value: Any) -> bool:
         isinstance(value, int)
         and not isinstance(value, bool)
         and value > WIDTH
-        and name.endswith(_WIDTH_SUFFIXES)
+        and name.rstrip("0123456789").endswith(_WIDTH_SUFFIXES)  # in_text_dim2: a second text encoder's width
         and not any(w in name for w in _NOT_WIDTH)
     )
 
@@ -281,6 +282,7 @@ def _first(cfg: dict[str, Any], names: tuple[str, ...], default: int) -> int:
 
 def _in_channels(cfg: dict[str, Any]) -> int:
     names = ("in_channels", "latent_channels", "in_visual_dim", "z_dim", "input_channels", "audio_channels")
+    names += ("io_channels",)
     return _first(cfg, names, 4)
 
 
@@ -311,6 +313,9 @@ def _main_layouts(cfg: dict[str, Any], main: str) -> Iterator[tuple[str, Any]]:
     yield "image", _gen(BATCH, c, side, side)
     yield "video", _gen(BATCH, c, FRAMES, side, side)
     yield "video_frames_first", _gen(BATCH, FRAMES, c, side, side)
+    yield "video", _gen(BATCH, c, 1 + 8, side, side)  # video autoencoders compressing time 4x or 8x: 1 + 8k frames
+    if c == 3:  # ... and space up to 32x (pixels)
+        yield "video", _gen(BATCH, c, 1 + 8, 4 * side, 4 * side)
     yield "tokens", _gen(BATCH, (side // 2) ** 2, c)
     yield "signal", _gen(BATCH, c, 64)
     yield "long_signal", _gen(BATCH, c, 4096)
@@ -362,6 +367,7 @@ _BY_NAME: dict[str, Callable[[dict[str, Any], torch.Tensor, str], Any]] = {
     "img_shapes": lambda c, m, lay: [[_grid(m, lay)]] * BATCH,
     "timestep_ratio": lambda c, m, lay: torch.tensor([0.5, 0.5]),
     "image_embeddings": lambda c, m, lay: _gen(BATCH, _text_width(c), seed=5),
+    "clip_text_pooled": lambda c, m, lay: _gen(BATCH, 1, _first(c, ("clip_text_pooled_in_channels",), WIDTH), seed=5),
 }
 
 
@@ -381,7 +387,8 @@ def _extras(params: set[str], cfg: dict[str, Any], main: torch.Tensor, layout: s
         f, h, w = _grid(main, layout)
         out["img_ids"] = _ids(f * h * w, _id_axes(cfg))
     if "controlnet_cond" in params:
-        if cfg.get("conditioning_embedding_out_channels") and layout == "image":
+        embeds_image = any(k.endswith("conditioning_embedding_out_channels") and v for k, v in cfg.items())
+        if embeds_image and layout == "image":
             # a UNet ControlNet embeds a control image at eight times the latent's size
             side = [8 * s for s in main.shape[2:]]
             out["controlnet_cond"] = _gen(BATCH, _first(cfg, ("conditioning_channels",), 3), *side, seed=3)

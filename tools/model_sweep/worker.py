@@ -92,8 +92,9 @@ def compare(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> dict
     }
 
 
-def _to(d: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
-    return {k: v.to(device) for k, v in d.items()}
+def _to(d: dict[str, Any], device: str) -> dict[str, Any]:
+    """The tensors of `d` moved to `device`; other values (a grid as a list, a frame count) as they are."""
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in d.items()}
 
 
 def _forward(model: Any, inputs: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
