@@ -24,15 +24,15 @@ import torch
 from tools.model_sweep.worker import (
     _break_constant_weights,
     _check_load,
-    _classify,
     _emit,
     _error,
     _flatten,
-    _float64_arbiter,
     _step,
     _to,
     compare,
     doubled,
+    finish,
+    judged_step,
 )
 
 HEAD = "base"
@@ -94,10 +94,10 @@ def _runnable(model: Any, candidates: list[dict[str, Any]]) -> dict[str, Any]:
     return candidates[0]
 
 
-def _load(cls: Any, d: str, rec: dict[str, Any]) -> tuple[Any, Any]:
+def _load_tpu(cls: Any, d: str, rec: dict[str, Any]) -> Any:
+    """The model loaded with device_map="tpu", else loaded on the CPU and moved (a note says why)."""
     from tools.model_sweep.diffusers_source import no_dropout
 
-    cpu = cls.from_pretrained(d, torch_dtype=torch.float32)
     try:
         tpu = cls.from_pretrained(d, torch_dtype=torch.float32, device_map="tpu")
         rec["loaded_with"] = "device_map"
@@ -105,14 +105,14 @@ def _load(cls: Any, d: str, rec: dict[str, Any]) -> tuple[Any, Any]:
         rec["notes"].append(f"from_pretrained(device_map='tpu') failed: {_error(e)}")
         tpu = cls.from_pretrained(d, torch_dtype=torch.float32).to("tpu")
         rec["loaded_with"] = "to"
-    return no_dropout(cpu), no_dropout(tpu)
+    return no_dropout(tpu)
 
 
 def run_model(class_name: str) -> dict[str, Any]:
     import diffusers
 
     import torch_tpu
-    from tools.model_sweep.diffusers_source import SKIPPED, build, input_candidates
+    from tools.model_sweep.diffusers_source import SKIPPED, build, input_candidates, no_dropout
 
     t0 = time.monotonic()
     rec: dict[str, Any] = {"head": HEAD, "class": class_name, "steps": {}, "notes": [], "fallback_ops": {}}
@@ -131,54 +131,39 @@ def run_model(class_name: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         try:
             original.save_pretrained(d)
-            torch_tpu.reset_op_counts()
-            cpu, tpu = _load(cls, d, rec)
+            cpu = no_dropout(cls.from_pretrained(d, torch_dtype=torch.float32))
         except Exception as e:
             rec.update(result="error", stage="save/load", cpu_fails=True, error=_error(e))
             return rec
-    steps = rec["steps"]
-    steps["load"] = _check_load(original, cpu, tpu, rec["notes"])
+        torch_tpu.reset_op_counts()
+        try:
+            tpu = _load_tpu(cls, d, rec)
+        except Exception as e:  # the CPU load worked: tpu's error
+            rec.update(result="error", stage="load", cpu_fails=False, error=_error(e))
+            return rec
+    steps, notes = rec["steps"], rec["notes"]
+    steps["load"] = _check_load(original, cpu, tpu, notes)
     # forward and compiled forward first: the training step changes both models' weights
+    run64 = lambda: _forward(copy.deepcopy(original).double(), doubled(inputs), "cpu")  # noqa: E731
     fwd: dict[str, dict[str, torch.Tensor]] = {}
-    steps["forward"] = _step(
-        "forward",
-        lambda: fwd.setdefault("cpu", _forward(cpu, inputs, "cpu")),
-        lambda: fwd.setdefault("tpu", _forward(tpu, inputs, "tpu")),
-        compare,
+    steps["forward"] = judged_step(
+        "forward", lambda: _forward(cpu, inputs, "cpu"), lambda: _forward(tpu, inputs, "tpu"), run64, notes, fwd
     )
-    steps["compile"] = _step(
+    steps["compile"] = judged_step(
         "compile",
         lambda: fwd.get("cpu") or _forward(cpu, inputs, "cpu"),
-        lambda: fwd.setdefault("compiled", _compiled_forward(tpu, inputs, "tpu")),
-        compare,
+        lambda: _compiled_forward(tpu, inputs, "tpu"),
+        run64,
+        notes,
     )
-    for name, got in (("forward", "tpu"), ("compile", "compiled")):
-        if steps[name]["result"] == "mismatch" and "cpu" in fwd and got in fwd:
-            run64 = lambda: _forward(copy.deepcopy(original).double(), doubled(inputs), "cpu")  # noqa: E731
-            steps[name].update(_float64_arbiter(run64, fwd["cpu"], fwd[got], rec["notes"], name))
-    kept: dict[str, dict[str, torch.Tensor]] = {}
-    steps["train"] = _step(
+    steps["train"] = judged_step(
         "train",
-        lambda: kept.setdefault("cpu", _train(cpu, inputs, "cpu")),
-        lambda: kept.setdefault("tpu", _train(tpu, inputs, "tpu")),
-        compare,
+        lambda: _train(cpu, inputs, "cpu"),
+        lambda: _train(tpu, inputs, "tpu"),
+        lambda: _train(copy.deepcopy(original).double(), doubled(inputs), "cpu"),
+        notes,
     )
-    if steps["train"]["result"] == "mismatch" and len(kept) == 2:
-        run64 = lambda: _train(copy.deepcopy(original).double(), doubled(inputs), "cpu")  # noqa: E731
-        steps["train"].update(_float64_arbiter(run64, kept["cpu"], kept["tpu"], rec["notes"]))
-    return _finish(rec, t0)
-
-
-def _finish(rec: dict[str, Any], t0: float) -> dict[str, Any]:
-    import torch_tpu
-
-    steps = rec["steps"]
-    rec["fallback_ops"] = dict(sorted(torch_tpu.metrics()["fallback_ops"].items()))
-    rec["result"], stage = _classify(steps, rec["fallback_ops"])
-    if stage is not None:
-        rec.update(stage=stage, **{k: v for k, v in steps[stage].items() if k in ("cpu_fails", "error", "worst")})
-    rec["seconds"] = round(time.monotonic() - t0, 2)
-    return rec
+    return finish(rec, t0)
 
 
 def run_pipeline(name: str) -> dict[str, Any]:
@@ -198,7 +183,7 @@ def run_pipeline(name: str) -> dict[str, Any]:
     rec["steps"]["pipeline"] = _step(
         "pipeline", lambda: {"images": call(cpu_pipe)}, lambda: {"images": call(tpu_pipe)}, compare
     )
-    return _finish(rec, t0)
+    return finish(rec, t0)
 
 
 def main(argv: list[str]) -> int:

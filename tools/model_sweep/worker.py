@@ -203,6 +203,37 @@ def _step(
     return out
 
 
+def judged_step(
+    name: str,
+    cpu: Callable[[], dict[str, torch.Tensor]],
+    tpu: Callable[[], dict[str, torch.Tensor]],
+    run64: Callable[[], dict[str, torch.Tensor]],
+    notes: list[str],
+    kept: dict[str, dict[str, torch.Tensor]] | None = None,
+) -> dict[str, Any]:
+    """`_step` compared with `compare`, whose mismatch goes to the float64 arbiter (`run64`: the same step in float64
+    on the CPU). Both sides' results are kept in `kept` (under "cpu" and "tpu") for a caller that reuses them."""
+    kept = {} if kept is None else kept
+    rec = _step(name, lambda: kept.setdefault("cpu", cpu()), lambda: kept.setdefault("tpu", tpu()), compare)
+    if rec["result"] == "mismatch" and "cpu" in kept and "tpu" in kept:
+        rec.update(_float64_arbiter(run64, kept["cpu"], kept["tpu"], notes, name))
+    return rec
+
+
+def finish(rec: dict[str, Any], t0: float) -> dict[str, Any]:
+    """A head's record completed from its steps: the fallback ops counted, the result and the step it comes from,
+    the seconds since `t0`."""
+    import torch_tpu
+
+    steps = rec["steps"]
+    rec["fallback_ops"] = dict(sorted(torch_tpu.metrics()["fallback_ops"].items()))
+    rec["result"], stage = _classify(steps, rec["fallback_ops"])
+    if stage is not None:
+        rec.update(stage=stage, **{k: v for k, v in steps[stage].items() if k in ("cpu_fails", "error", "worst")})
+    rec["seconds"] = round(time.monotonic() - t0, 2)
+    return rec
+
+
 def _classify(steps: dict[str, dict[str, Any]], fallbacks: dict[str, int]) -> tuple[str, str | None]:
     """The head's result and the step it comes from: a tpu error, else a mismatch, else the model's own error (the
     step fails on the CPU too), else fallback or pass."""
@@ -333,43 +364,26 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
                 return rec
     steps = rec["steps"]
     steps["load"] = _check_load(original, cpu, tpu, rec["notes"])
-    fwd: dict[str, dict[str, torch.Tensor]] = {}
-    steps["forward"] = _step(
+    steps["forward"] = judged_step(
         "forward",
-        lambda: fwd.setdefault("cpu", _forward(cpu, inputs, "cpu")),
-        lambda: fwd.setdefault("tpu", _forward(tpu, inputs, "tpu")),
-        compare,
+        lambda: _forward(cpu, inputs, "cpu"),
+        lambda: _forward(tpu, inputs, "tpu"),
+        lambda: _forward(copy.deepcopy(original).double(), doubled(inputs), "cpu"),
+        rec["notes"],
     )
-    if steps["forward"]["result"] == "mismatch" and len(fwd) == 2:
-        run64 = lambda: _forward(copy.deepcopy(original).double(), doubled(inputs), "cpu")  # noqa: E731
-        steps["forward"].update(_float64_arbiter(run64, fwd["cpu"], fwd["tpu"], rec["notes"], "forward"))
     if head in GENERATIVE and getattr(cpu, "can_generate", lambda: False)():
         steps["generate"] = _step(
             "generate", lambda: _generate(cpu, inputs, "cpu"), lambda: _generate(tpu, inputs, "tpu"), _tokens_equal
         )
     if labels is not None:
-        kept: dict[str, dict[str, torch.Tensor]] = {}
-        steps["train"] = _step(
+        steps["train"] = judged_step(
             "train",
-            lambda: kept.setdefault("cpu", _train(cpu, inputs, labels, "cpu")),
-            lambda: kept.setdefault("tpu", _train(tpu, inputs, labels, "tpu")),
-            compare,
+            lambda: _train(cpu, inputs, labels, "cpu"),
+            lambda: _train(tpu, inputs, labels, "tpu"),
+            lambda: _train(copy.deepcopy(original).double(), doubled(inputs), doubled(labels), "cpu"),
+            rec["notes"],
         )
-        if steps["train"]["result"] == "mismatch" and len(kept) == 2:
-            steps["train"].update(
-                _float64_arbiter(
-                    lambda: _train(copy.deepcopy(original).double(), doubled(inputs), doubled(labels), "cpu"),
-                    kept["cpu"],
-                    kept["tpu"],
-                    rec["notes"],
-                )
-            )
-    rec["fallback_ops"] = dict(sorted(torch_tpu.metrics()["fallback_ops"].items()))
-    rec["result"], stage = _classify(steps, rec["fallback_ops"])
-    if stage is not None:
-        rec.update(stage=stage, **{k: v for k, v in steps[stage].items() if k in ("cpu_fails", "error", "worst")})
-    rec["seconds"] = round(time.monotonic() - t0, 2)
-    return rec
+    return finish(rec, t0)
 
 
 def main(argv: list[str]) -> int:
