@@ -35,6 +35,10 @@ from torch_tpu import compile as _compile  # noqa: E402  (torch.compile on tpu: 
 
 _compile.install()
 
+from torch_tpu import integrations  # noqa: E402  (Accelerate: tpu in its device tables, once it is imported)
+
+integrations.install()
+
 from torch_tpu import _exit  # noqa: E402  (drains the autograd engine's tpu threads before the interpreter finalizes)
 
 _exit.install()

@@ -86,6 +86,12 @@ VARIABLES: tuple[Variable, ...] = (
         "1",
     ),
     Variable(
+        "TORCH_TPU_INTEGRATIONS",
+        "adapt libraries with device tables of their own to tpu when they are imported (Accelerate: tpu_dist, "
+        "one process per device); 0 leaves them untouched",
+        "1",
+    ),
+    Variable(
         "TORCH_TPU_KEEP_HOST_HEAP",
         "XLA-CPU: glibc keeps freed memory for reuse (auto: when the process starts in fused mode)",
         "auto",
@@ -202,6 +208,7 @@ class Config:
     host_kernels: bool = False
     jax_kernels: bool = True
     gpu_memory_fraction: float | None = None
+    integrations: bool = True
     keep_host_heap: bool = True  # resolved: "auto" is on when the eager mode at start is fused
 
 
@@ -274,6 +281,7 @@ def load(env: dict[str, str] | None = None) -> Config:
         host_kernels=_flag(e.get("TORCH_TPU_HOST_KERNELS", "0")),
         jax_kernels=_flag(e.get("TORCH_TPU_JAX_KERNELS", "1")),
         gpu_memory_fraction=_fraction("TORCH_TPU_GPU_MEMORY_FRACTION", e.get("TORCH_TPU_GPU_MEMORY_FRACTION")),
+        integrations=_flag(e.get("TORCH_TPU_INTEGRATIONS", "1")),
         keep_host_heap=_keep_host_heap(e.get("TORCH_TPU_KEEP_HOST_HEAP", "auto"), eager_mode),
     )
 
