@@ -310,3 +310,77 @@ def test_detr_family_builds_on_transformers_own_resnet():
     for model_type, cls in [("detr", "DetrModel"), ("deformable_detr", "DeformableDetrModel")]:
         model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
         assert model.config.backbone_config.model_type == "resnet"
+
+
+def test_placeholder_prompts_patch_sequences_and_per_type_shapes():
+    # Each of these failed on the CPU too before: BLIP-2/InstructBLIP/Kosmos-2 need image placeholders in the prompt,
+    # SigLIP 2 its patch sequence, IDEFICS a list of images, SpeechT5's base model embedded frames, X-CLIP's tower
+    # every frame as a row, LXMERT region features, and the rest a tiny configuration their modeling code accepts.
+    import transformers
+
+    from tools.model_sweep.heads import input_candidates
+    from tools.model_sweep.worker import _forward, _prepare_config, _runnable_inputs
+
+    shapes = {}
+    for model_type, cls in [
+        ("blip-2", "Blip2Model"),
+        ("instructblip", "InstructBlipModel"),
+        ("kosmos-2", "Kosmos2Model"),
+        ("siglip2_vision_model", "Siglip2VisionModel"),
+        ("idefics", "IdeficsModel"),
+        ("speecht5", "SpeechT5Model"),
+        ("swin", "SwinModel"),
+        ("sam", "SamModel"),
+        ("zamba2", "Zamba2Model"),
+        ("mamba2", "Mamba2Model"),
+        ("lilt", "LiltModel"),
+        ("bros", "BrosModel"),
+        ("dia", "DiaModel"),
+        ("superpoint", "SuperPointForKeypointDetection"),
+        ("xclip_vision_model", "XCLIPVisionModel"),
+        ("sam2", "Sam2Model"),
+        ("dots1", "Dots1Model"),
+        ("textnet", "TextNetModel"),
+        ("grounding-dino", "GroundingDinoModel"),
+        ("lxmert", "LxmertModel"),
+        ("hunyuan_vl_text", "HunYuanVLTextModel"),
+        ("inkling2_text", "Inkling2TextModel"),
+    ]:
+        torch.manual_seed(0)
+        model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
+        inputs = _runnable_inputs(model, input_candidates(model, "base"))
+        assert _forward(model, inputs, "cpu"), model_type
+        shapes[model_type] = {k: tuple(v.shape) for k, v in inputs.items() if k != "attention_mask"}
+    queries = transformers.Blip2Config().num_query_tokens
+    assert shapes["blip-2"] == {"pixel_values": (2, 3, 32, 32), "input_ids": (2, queries + 8)}
+    assert shapes["instructblip"]["qformer_input_ids"] == (2, 8)
+    assert shapes["kosmos-2"]["image_embeds_position_mask"] == shapes["kosmos-2"]["input_ids"]
+    assert shapes["siglip2_vision_model"]["spatial_shapes"] == (2, 2)
+    assert len(shapes["idefics"]["pixel_values"]) == 5 and "image_attention_mask" in shapes["idefics"]
+    assert shapes["speecht5"]["decoder_input_values"][-1] == shapes["speecht5"]["input_values"][-1]
+    assert shapes["xclip_vision_model"]["pixel_values"][0] == 2 * transformers.XCLIPVisionConfig().num_frames
+    assert shapes["lxmert"]["visual_feats"][:2] == shapes["lxmert"]["visual_pos"][:2] == (2, 4)
+
+
+def test_hybrids_with_an_attention_layer_generate():
+    # Bamba, GraniteMoeHybrid and Zamba were all Mamba at their class defaults: generate() sizes its mask from an
+    # attention layer of the cache and failed on the CPU too.
+    import transformers
+
+    from tools.model_sweep.heads import input_candidates
+    from tools.model_sweep.worker import _generate, _prepare_config, _runnable_inputs
+
+    for model_type, cls in [("bamba", "BambaForCausalLM"), ("zamba", "ZambaForCausalLM")]:
+        torch.manual_seed(0)
+        model = getattr(transformers, cls)(_prepare_config(model_type, "causal_lm"))
+        inputs = _runnable_inputs(model, input_candidates(model, "causal_lm"))
+        assert _generate(model, inputs, "cpu")["tokens"].shape == (2, 8 + 4)
+
+
+def test_models_without_forward_or_with_missing_libraries_are_skipped_with_the_reason():
+    from tools.model_sweep.worker import run_head
+
+    bark = run_head("bark", "base", "BarkModel")
+    assert bark["result"] == "skipped" and "no forward()" in bark["reason"]
+    timm = run_head("timm_wrapper", "base", "TimmWrapperModel")
+    assert timm["result"] == "skipped" and timm["reason"] == "needs the timm library, not installed here"

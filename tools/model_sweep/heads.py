@@ -243,6 +243,12 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
                 out.append({**first, key: torch.randn(value.shape[0], SEQ * 2, 4 * mel, generator=_gen(2))})
         elif key == "input_values" and value.dim() == 2:
             out.append({**first, key: value.unsqueeze(1)})
+            width = getattr(model.config, "hidden_size", None)
+            if isinstance(width, int):  # a base model without its speech pre-nets (SpeechT5): frames already embedded
+                frames = {key: torch.randn(value.shape[0], SEQ, width, generator=_gen(2))}
+                if "decoder_input_values" in forward_params(model):
+                    frames["decoder_input_values"] = torch.randn(value.shape[0], DECODER_SEQ, width, generator=_gen(3))
+                out.append({**first, **frames})
             mel, frames = getattr(model.config, "num_mel_bins", None), getattr(model.config, "max_length", None)
             if isinstance(mel, int) and isinstance(frames, int):  # spectrogram models: (batch, frames, mel)
                 out.append({**first, key: torch.randn(value.shape[0], frames, mel, generator=_gen(2))})
@@ -254,7 +260,15 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
             out.append({**first, key: torch.randn(*value.shape[:2], 2 * h, 2 * w, generator=_gen(2))})
             frames = getattr(_sub(model.config, "vision_config"), "num_frames", None)
             if isinstance(frames, int) and frames > 0:  # video models: (batch, frames, channels, height, width)
-                out.append({**first, key: torch.randn(value.shape[0], frames, *value.shape[1:], generator=_gen(2))})
+                clip = torch.randn(value.shape[0], frames, *value.shape[1:], generator=_gen(2))
+                out.append({**first, key: clip})
+                out.append({**first, key: clip.flatten(0, 1)})  # or every frame a row (X-CLIP's vision tower)
+            else:  # models taking a list of images per sample (IDEFICS): one image each, seen by every token
+                one = {**first, key: value.unsqueeze(1)}
+                ids = first.get("input_ids")
+                if ids is not None and "image_attention_mask" in forward_params(model):
+                    one["image_attention_mask"] = torch.ones(*ids.shape, 1, dtype=torch.long)
+                out.append(one)
     return out + required_candidates(model, first)
 
 

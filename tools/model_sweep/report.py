@@ -80,6 +80,16 @@ def fallback_ranking(types: dict[str, dict[str, Any]]) -> list[tuple[str, list[s
     return sorted(((op, sorted(u)) for op, u in users.items()), key=lambda x: (-len(x[1]), x[0]))
 
 
+def skip_reasons(types: dict[str, dict[str, Any]]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Skipped heads grouped by reason (an error message quoted in a reason is cut at its colon), most first."""
+    groups: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for t, h, r in head_records(types):
+        if r.get("result") == "skipped":
+            why = str(r.get("reason", "")).split(": ")[0].replace("|", "\\|")
+            groups[why].append((t, h))
+    return sorted(groups.items(), key=lambda x: (-len(x[1]), x[0]))
+
+
 _TOPK_TIE = (
     "Not a wrong op: a tie in top-k. The encoder's class scores agree to 5e-7 (`enc_outputs_class`), but several"
     " anchors of the tiny image score exactly the same and `torch.topk` picks among tied values in an unspecified"
@@ -141,8 +151,9 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         "Results: **pass**; **fallback** (right, but some aten op ran through the CPU fallback); **mismatch**;"
         " **error (tpu)** (the step works on the CPU); **error (CPU too)** (the model's own error with the sweep's"
-        " tiny configuration or inputs); **timeout**; **skipped** (no model class, or an input the sweep does not"
-        " make yet).",
+        " tiny configuration or inputs); **timeout**; **skipped** (no model class, a class without a `forward()`,"
+        " a class that needs a library not installed here, or an input the sweep does not make yet: counted by"
+        " reason below).",
         "",
         f"- transformers {meta.get('transformers', '?')}, torch {meta.get('torch', '?')}; {meta.get('machine', '')}",
         f"- {len(types)} model types, {sum(counts.values())} rows; sweep time {meta.get('sweep_s', 0):.0f} s"
@@ -162,6 +173,10 @@ def markdown(data: dict[str, Any]) -> str:
     if triaged:
         lines += ["", "## Mismatches, triaged", "", "| model type | head | what was found |", "|---|---|---|"]
         lines += [f"| {t} | {h} | {why} |" for t, h, why in triaged]
+    reasons = skip_reasons(types)
+    if reasons:
+        lines += ["", "## Skipped, by reason", "", "| reason | heads | model types |", "|---|---:|---|"]
+        lines += [f"| {why} | {len(who)} | {', '.join(sorted({t for t, _ in who}))} |" for why, who in reasons]
     ranking = fallback_ranking(types)
     if ranking:
         lines += ["", "## CPU fallbacks", "", "| aten op | models |", "|---|---|"]

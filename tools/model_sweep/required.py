@@ -123,21 +123,74 @@ def named_candidates(model: Any, required: list[str], first: dict[str, torch.Ten
         "pixel_values": lambda: _pixels(model.config),
         "prompt_pixel_values": lambda: _pixels(model.config),
         "prompt_masks": lambda: _pixels(model.config),
+        # region features and boxes of a detector's output (LXMERT)
+        "visual_feats": lambda: torch.randn(
+            BATCH, 4, _int(model.config, "visual_feat_dim", default=32), generator=_gen(8)
+        ),
+        "visual_pos": lambda: torch.rand(BATCH, 4, _int(model.config, "visual_pos_dim", default=4), generator=_gen(9)),
     }
     missing = [name for name in required if name not in first]
     if not missing:
         accepts = forward_params(model)
-        missing = [n for n in ("input_ids", "pixel_values") if n in accepts and n not in first]
+        pairs = ("input_ids", "pixel_values", "visual_feats", "visual_pos")
+        missing = [n for n in pairs if n in accepts and n not in first]
     if not missing or any(name not in makers for name in missing):
         return []
     return [{**first, **{name: makers[name]() for name in missing}}]
+
+
+def patch_sequence(model: Any, first: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """NaFlex towers (SigLIP 2): each image as its sequence of flattened patches, with every patch valid and the
+    (rows, columns) of its grid, as their processor hands them over."""
+    from tools.model_sweep.heads import forward_params
+
+    accepts = forward_params(model)
+    if "pixel_values" not in first or not {"spatial_shapes", "pixel_attention_mask"} <= accepts:
+        return []
+    cfg = _sub(model.config, "vision_config")
+    patch, channels = _int(cfg, "patch_size", default=8), _int(cfg, "num_channels", default=3)
+    side = max(1, int(_int(cfg, "num_patches", default=16) ** 0.5))
+    count = side * side
+    return [
+        {
+            **first,
+            "pixel_values": torch.randn(BATCH, count, channels * patch * patch, generator=_gen(2)),
+            "pixel_attention_mask": torch.ones(BATCH, count, dtype=torch.long),
+            "spatial_shapes": torch.tensor([[side, side]] * BATCH),
+        }
+    ]
+
+
+def query_prompt(model: Any, first: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """Models whose prompt holds the image's features in place of placeholder tokens, as their processors write it:
+    one placeholder per Q-Former query (BLIP-2, InstructBLIP, with the Q-Former's own instruction where the forward
+    takes one), or one per latent query marked by an image-position mask (Kosmos-2)."""
+    from tools.model_sweep.heads import forward_params
+
+    cfg = model.config
+    accepts = forward_params(model)
+    if "pixel_values" not in first:
+        return []
+    text = token_ids(cfg, (BATCH, SEQ), seed=1)
+    image, queries = getattr(cfg, "image_token_id", None), getattr(cfg, "num_query_tokens", None)
+    latents = getattr(cfg, "latent_query_num", None)
+    if isinstance(image, int) and isinstance(queries, int):
+        inputs = {**first, "input_ids": torch.cat([torch.full((BATCH, queries), image), text], dim=1)}
+        if "qformer_input_ids" in accepts:
+            inputs["qformer_input_ids"] = token_ids(_sub(cfg, "qformer_config"), (BATCH, SEQ), seed=4)
+        return [inputs]
+    if isinstance(latents, int) and "image_embeds_position_mask" in accepts:
+        slots = torch.cat([torch.ones(BATCH, latents, dtype=torch.long), torch.zeros(BATCH, SEQ, dtype=torch.long)], 1)
+        ids = torch.cat([text[:, :1].expand(BATCH, latents), text], dim=1)
+        return [{**first, "input_ids": ids, "image_embeds_position_mask": slots}]
+    return []
 
 
 def required_candidates(model: Any, first: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
     """Candidate inputs for the forward's required parameters that `first` (make_inputs) leaves out; none when it
     covers them all."""
     required = required_params(model)
-    named = named_candidates(model, required, first)
+    named = patch_sequence(model, first) + query_prompt(model, first) + named_candidates(model, required, first)
     if all(name in first for name in required):
         return named
     return named + patch_candidates(model, required) + hidden_state_candidates(model, required)

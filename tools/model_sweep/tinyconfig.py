@@ -40,7 +40,7 @@ _HEADS = {"num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_atte
 _HEADS |= {"decoder_attention_heads", "decoder_num_attention_heads", "pred_num_attention_heads"}
 _KV = {"num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"}
 _HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_dim", "d_head"}
-_VOCAB = {"vocab_size", "n_vocab", "decoder_vocab_size"}
+_VOCAB = {"vocab_size", "n_vocab", "decoder_vocab_size", "unpadded_vocab_size"}
 _POSITIONS = {"max_position_embeddings", "n_positions", "n_ctx", "max_target_positions", "max_seq_len"}
 _POSITIONS |= {"max_sequence_length", "seq_length"}
 _EXPERTS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
@@ -99,6 +99,23 @@ _RESNET_BACKBONE = {
     },
 }
 
+# SAM 2's Hiera backbone at a 32-pixel image (maps of 8, 4, 2, 1): stage widths doubling from 32, one block per
+# stage but two in the third, whose second attends globally (a stage's first block pools queries and needs a window)
+_HIERA = {
+    "embed_dim_per_stage": [32, 64, 128, 256],
+    "blocks_per_stage": [1, 1, 2, 1],
+    "num_attention_heads_per_stage": [1, 1, 1, 1],
+    "window_size_per_stage": [2, 2, 2, 2],
+    "global_attention_blocks": [3],
+    "window_positional_embedding_background_size": [2, 2],
+}
+# ... and its feature pyramid over the three finest stages (widest first), as wide as they are
+_SAM2_VISION = {
+    **{f"backbone_config.{k}": v for k, v in _HIERA.items()},
+    "backbone_channel_list": [256, 128, 64, 32],
+    "backbone_feature_sizes": [[8, 8], [4, 4], [2, 2]],
+}
+
 # Per-type corrections, applied to the shrunk top-level configuration (dotted keys reach sub-configurations).
 OVERRIDES: dict[str, dict[str, Any]] = {
     **dict.fromkeys(("detr", "conditional_detr", "dab-detr", "table-transformer"), _RESNET_BACKBONE),
@@ -122,13 +139,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         **_RESNET_BACKBONE,
         "backbone_config": {**_RESNET_BACKBONE["backbone_config"], "out_features": ["stage2", "stage3", "stage4"]},
     },
-    "swin": {"window_size": 2},
+    # Swin's last stage at one patch breaks its shifted-window mask: 64 pixels leave it 2 x 2, one window
+    **dict.fromkeys(("swin", "donut-swin", "maskformer-swin"), {"window_size": 2, "image_size": 64}),
     # four stages (depths) however few layers: num_layers and the per-stage window sizes stay four long
     "swinv2": {"window_size": 2, "num_layers": 4, "pretrained_window_sizes": [0, 0, 0, 0]},
     "squeezebert": {"embedding_size": 32},  # its first layer has no projection: embeddings as wide as the model
     "bit": {"num_groups": 8},  # group norm over the 16-channel stem
-    "donut-swin": {"window_size": 2},
-    "maskformer-swin": {"window_size": 2},
     "longformer": {"attention_window": 4},
     "led": {"attention_window": 4},
     # ReformerModelWithLMHead (the causal_lm head) insists on is_decoder; the base model runs either way.
@@ -137,12 +153,60 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # Hybrids whose layer schedule is a period and an offset, not a list: one attention layer among the two.
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
-    # Zamba ties the shared transformer of every hybrid layer to the first (a lone hybrid layer fails): none kept.
-    "zamba": {"layers_block_type": ["linear_attention", "linear_attention"]},
+    # Zamba ties the shared transformer of every hybrid layer to the first (a lone hybrid layer fails): two of them
+    # after one Mamba layer; their attention reads the input and the residual side by side (twice the width)
+    "zamba": {"num_hidden_layers": 3, "layers_block_type": ["mamba", "hybrid", "hybrid"], "attention_hidden_size": 64},
     # Mamba-2 heads: n_heads * head_dim must equal expand * hidden_size (2 * 32).
-    "bamba": {"mamba_n_heads": 4, "mamba_d_head": 16},
-    "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 16},
-    "mamba2": {"head_dim": 16},
+    # ... and one of their two layers attention (the class defaults are all Mamba: generate's cache then has no
+    # attention layer to size its mask from)
+    "bamba": {"mamba_n_heads": 4, "mamba_d_head": 16, "attn_layer_indices": [1]},
+    "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 16, "layer_types": ["mamba", "attention"]},
+    "mamba2": {"head_dim": 16, "n_groups": 2},  # groups divide the 4 heads
+    # 8 heads of 8 = expand * hidden_size (2 * 32); its shared attention reads the input and the residual side by
+    # side (twice the width); one Mamba layer, then one hybrid (its layer list and the ids derived from it, both)
+    "zamba2": {
+        "mamba_headdim": 8,
+        "n_mamba_heads": 8,
+        "attention_hidden_size": 64,
+        "layers_block_type": ["mamba", "hybrid"],
+        "hybrid_layer_ids": [1],
+    },
+    # the image placeholder their processors put in the prompt (checkpoints set it; the class default is None)
+    **dict.fromkeys(("blip-2", "instructblip", "instructblipvideo"), {"image_token_id": 120}),
+    # the prompt encoder's dense embedding covers the image encoder's grid (image_size / patch_size = 32 / 8), and the
+    # shared positional embedding (twice num_pos_feats) is as wide as the model
+    **dict.fromkeys(
+        ("sam", "sam_hq"), {"prompt_encoder_config.image_embedding_size": 4, "vision_config.num_pos_feats": 16}
+    ),
+    # queries picked by top-k from the encoder's proposals: fewer than a tiny image has (the default is 900)
+    **dict.fromkeys(("grounding-dino", "mm-grounding-dino"), {"num_queries": 4}),
+    # mixtures of experts whose class defaults leave the expert counts None (their checkpoints set them)
+    "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
+    "diffusion_gemma": {
+        "text_config.num_experts": 4,
+        "text_config.top_k_experts": 2,
+        "text_config.moe_intermediate_size": 16,
+    },
+    "diffusion_gemma_text": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 16},
+    "sam2_hiera_det_model": _HIERA,
+    "sam2_vision_model": _SAM2_VISION,
+    # the prompt encoder's dense embedding covers the coarsest pyramid level (32 / 16 = 2)
+    "sam2": {**{f"vision_config.{k}": v for k, v in _SAM2_VISION.items()}, "prompt_encoder_config.patch_size": 16},
+    "superpoint": {"keypoint_decoder_dim": 65},  # a score per pixel of each 8 x 8 cell, and a dustbin
+    "shieldgemma2": {"yes_token_index": 10, "no_token_index": 11},  # its answer tokens, within the tiny vocabulary
+    # multimodal rotary sections (temporal, height, width) halving the tiny 8-wide head: 1 + 1 + 2 = 4
+    **dict.fromkeys(
+        ("qwen2_5_omni_text", "qwen2_5_omni_talker", "hunyuan_vl_text"),
+        {"rope_parameters.mrope_section": [1, 1, 2]},
+    ),
+    "hunyuan_vl": {"text_config.rope_parameters.mrope_section": [1, 1, 2]},
+    "hgnet_v2": {"hidden_sizes": [128, 512, 1024, 2048]},  # the head reads the last stage, stage_out_channels wide
+    # the stem feeds the first stage, as wide as it
+    "textnet": {"stem_out_channels": 16},
+    "lilt": {"hidden_size": 48},  # its layout embeddings are six of hidden_size // 6, concatenated
+    "bros": {"dim_bbox_projection": 8},  # box embeddings per head: hidden_size // num_attention_heads
+    # one audio channel (Dia's default 9 codebooks interleave the decoder's ids), no delay
+    "dia": {"decoder_config.num_channels": 1, "delay_pattern": [0]},
     "gemma4_assistant": {"hidden_size_per_layer_input": 0},
     "t5": {"decoder_start_token_id": 0},  # as T5's checkpoints set it (the class default leaves it out)
     "deepseek_v2": {"num_experts_per_tok": 2},  # the class default leaves it None

@@ -15,6 +15,7 @@ import copy
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -113,8 +114,15 @@ def _generate(model: Any, inputs: dict[str, torch.Tensor], device: str) -> dict[
 
     torch.manual_seed(0)
     model.eval()
-    prompt = {k: v for k, v in inputs.items() if k != "decoder_input_ids"}  # generation starts the decoder itself
-    out = model.generate(**_to(prompt, device), **generate_kwargs(model))
+    prompt = _to({k: v for k, v in inputs.items() if k != "decoder_input_ids"}, device)  # the decoder starts itself
+    kwargs = generate_kwargs(model)
+    try:
+        out = model.generate(**prompt, **kwargs)
+    except TypeError as e:  # a generate of its own that passes the pad id itself (BLIP's captioner)
+        if "multiple values for keyword argument 'pad_token_id'" not in str(e):
+            raise
+        kwargs.pop("pad_token_id")
+        out = model.generate(**prompt, **kwargs)
     seq = out if isinstance(out, torch.Tensor) else out.sequences
     return {"tokens": seq.cpu()}
 
@@ -332,6 +340,9 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
         rec.update(result="skipped", reason=f"class not importable here: {_error(e)}")
         return rec
     try:
+        if cls.forward is torch.nn.Module.forward:  # Bark's container, VQ image tokenizers (encode/decode only)
+            rec.update(result="skipped", reason="no forward(): used through its other methods or its parts")
+            return rec
         torch.manual_seed(0)
         original = cls(_prepare_config(model_type, head, cls))
         _break_constant_weights(original)
@@ -339,6 +350,13 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
         labels = make_labels(original, head, inputs)
     except NotImplementedError as e:
         rec.update(result="skipped", reason=f"the sweep makes no inputs for {e}")
+        return rec
+    except ImportError as e:  # transformers' requires_backends: timm, natten, detectron2, torchaudio
+        library = re.search(r"requires the (\S+) library", str(e))
+        if library is None:
+            rec.update(result="error", stage="build", cpu_fails=True, error=_error(e))
+        else:
+            rec.update(result="skipped", reason=f"needs the {library.group(1)} library, not installed here")
         return rec
     except Exception as e:
         rec.update(result="error", stage="build", cpu_fails=True, error=_error(e))
