@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
@@ -136,11 +135,13 @@ def main() -> None:
                     raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
                 results[name] = _best(results.get(name), json.loads(lines[-1].removeprefix("RESULT ")))
 
+    from report import host, write_report
+
     base = results["vLLM CPU platform"]
     lines = [
         "# vLLM serving: torch_tpu next to vLLM's CPU platform",
         "",
-        f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; tpu = XLA-CPU through PJRT. "
+        f"Host: {host()}; tpu = XLA-CPU through PJRT. "
         f"Tiny random Llama (float32), {requests} requests, {tokens} tokens each, prefix caching off, "
         f"best of {ROUNDS} processes x {REPEATS} passes each, the configurations taking turns. "
         "Compiled: vLLM's compilation on, which torch_tpu serves by replaying steps. "
@@ -158,8 +159,6 @@ def main() -> None:
             if "compiles" in r
             else f"| {name} | {r['ttft_s']:.3f} | {r['decode_tok_s']:.1f} | {r['tok_s']:.1f} | 1.00x | - | - |"
         )
-    from report import write_report
-
     write_report(lines, str(ROOT / "benchmarks" / "results" / "serving.md"))
 
 
