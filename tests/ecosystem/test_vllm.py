@@ -142,6 +142,48 @@ def test_paged_attention_equals_per_token_attention_on_cpu() -> None:
     torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_request_attention_equals_per_token_attention_on_cpu() -> None:
+    # A prefill step's layout: requests with 3, 1 and 5 new tokens (contexts 6, 4 and 5 long) laid out as rows of
+    # [4 requests, 8 queries], plus two padding tokens; each token must see its own request's context up to itself.
+    import torch
+
+    import torch_tpu  # noqa: F401
+    from torch_tpu.vllm.attention import paged_request_attention
+
+    gen = torch.Generator().manual_seed(1)
+    heads, kv_heads, size, span, slots = 4, 2, 8, 8, 64
+    cache = torch.randn(slots, 2, kv_heads, size, generator=gen)
+    query_lens, seq_lens = [3, 1, 5], [6, 4, 5]
+    request_slots = torch.zeros(4, span, dtype=torch.long)
+    request_slots[:3] = torch.randperm(slots - 1, generator=gen)[: 3 * span].view(3, span) + 1
+    row_positions = torch.zeros(4, 8, dtype=torch.long)
+    rows, positions, owners = [], [], []
+    for r, (q, n) in enumerate(zip(query_lens, seq_lens, strict=True)):
+        for i in range(q):
+            rows.append(r * 8 + i)
+            positions.append(n - q + i)
+            owners.append(r)
+            row_positions[r, i] = n - q + i
+    rows += [32, 32]  # padding tokens
+    tokens = len(rows)
+    query = torch.randn(tokens, heads, size, generator=gen)
+    out = paged_request_attention(
+        query.to("tpu"),
+        cache.to("tpu"),
+        request_slots.to("tpu"),
+        row_positions.to("tpu"),
+        torch.tensor(rows).to("tpu"),
+        0.3,
+    ).cpu()
+    for t, (r, p) in enumerate(zip(owners, positions, strict=True)):
+        seen = cache[request_slots[r, : p + 1]]
+        keys = seen[:, 0].repeat_interleave(heads // kv_heads, 1).transpose(0, 1)
+        values = seen[:, 1].repeat_interleave(heads // kv_heads, 1).transpose(0, 1)
+        weights = torch.softmax(query[t].unsqueeze(1) @ keys.transpose(1, 2) * 0.3, -1)
+        torch.testing.assert_close(out[t], (weights @ values).squeeze(1), rtol=1e-5, atol=1e-5)
+    assert torch.isfinite(out).all()  # padding tokens read a padding row: finite, unused
+
+
 def test_replayed_steps_read_a_replaced_parameter() -> None:
     # The replay's weight list is read from the modules' tables each step, so a weight update that assigns a new
     # Parameter (not only one that copies into it) is what the next step uses.

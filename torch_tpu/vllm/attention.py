@@ -6,11 +6,15 @@ The KV cache of a layer is one tensor `[num_blocks * block_size, 2, num_kv_heads
 
 1. writes its new keys and values at their slots (one `index_copy_` into the whole cache, which XLA performs in place
    on the donated buffer: writing through a key or value view would copy the cache every step);
-2. gathers, for every query token, the slots of its request's context `[num_tokens, S]` (S is the longest context in
-   the batch, rounded up to a power of two so that growing contexts reuse one compiled graph) and attends over them
-   with the causal mask `context position <= token position`, grouped-query heads sharing their KV head.
+2. attends over each request's context with the causal mask `context position <= token position`, grouped-query
+   heads sharing their KV head. S is the longest context in the batch, rounded up to a power of two so that growing
+   contexts reuse one compiled graph. A decode step (one token per request) gathers, for every token, the slots of
+   its request's context `[num_tokens, S]`; a step with longer queries (prefill, chunked prefill) gathers each
+   request's context once `[requests, S]` and attends with matrix products over the request's queries laid out as
+   `[requests, Q]` rows (Q the longest query, rounded up to a power of two): gathering the context per token would
+   copy it once for each of a prompt's tokens.
 
-The host builds the slot indices from vLLM's block table once per step for all layers (one copy to the device).
+The host builds the slot indices from vLLM's block table once per step for all layers (one copy to the device each).
 """
 
 from __future__ import annotations
@@ -95,11 +99,20 @@ class TpuPagedAttentionBackend(AttentionBackend):
 @dataclass
 class TpuPagedAttentionMetadata:
     num_actual_tokens: int
-    # [token_bucket(num_tokens), 2 + S] int64 on the device: each token's cache slot, its position, then the slots
-    # of its context (padding rows: slot 0, position 0, context slot 0).
+    # int64 on the device, token_bucket(num_tokens) rows: each token's cache slot and its position, then (a decode
+    # step) the slots of its context, S of them, or (other steps) its row among the request rows below. Padding rows:
+    # slot 0, position 0, context slot 0, or the row past the last.
     token_table: torch.Tensor
     # Every request has one query token (a pure decode step): vLLM then samples every row, in order.
     decode_only: bool = False
+    # Steps with longer queries: [R, S] the slots of each request's context and [R, Q] the position of each of its
+    # query rows (R the requests rounded up to a power of two; padding: slot 0, position 0).
+    request_slots: torch.Tensor | None = None
+    row_positions: torch.Tensor | None = None
+
+    def tables(self) -> list[torch.Tensor]:
+        """The step's device tables, in a fixed order (the replayed step takes them as inputs)."""
+        return [t for t in (self.token_table, self.request_slots, self.row_positions) if t is not None]
 
 
 class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentionMetadata]):
@@ -134,12 +147,31 @@ class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentio
         request_slots = blocks[:, offsets // self.block_size] * self.block_size + offsets % self.block_size
         # Past a request's length the slot is 0 (vLLM's null block, never handed to a request); the mask ignores it.
         request_slots[offsets[None, :] >= seq_lens[:, None]] = 0
-        table = np.zeros((token_bucket(num_tokens), 2 + span), dtype=np.int64)
+        decode = num_tokens == num_reqs
+        table = np.zeros((token_bucket(num_tokens), 2 + (span if decode else 1)), dtype=np.int64)
         table[:num_tokens, 0] = np.maximum(cm.slot_mapping[:num_tokens].cpu().numpy(), 0)
         table[:num_tokens, 1] = positions
-        table[:num_tokens, 2:] = request_slots[request_of_token]
-        table_on_device = torch.from_numpy(table).to(self.table_device)
-        return TpuPagedAttentionMetadata(num_tokens, table_on_device, decode_only=num_tokens == num_reqs)
+        if decode:
+            table[:num_tokens, 2:] = request_slots[request_of_token]
+            return TpuPagedAttentionMetadata(num_tokens, self._to_device(table), decode_only=True)
+        requests = _power_of_two_at_least(num_reqs, 1)
+        queries = _power_of_two_at_least(int(query_lens.max(initial=1)), 1)
+        query_index = np.arange(num_tokens) - query_start[request_of_token]
+        table[:, 2] = requests * queries  # padding tokens: the row past the last
+        table[:num_tokens, 2] = request_of_token * queries + query_index
+        padded_slots = np.zeros((requests, span), dtype=np.int64)
+        padded_slots[:num_reqs] = request_slots
+        row_positions = np.zeros((requests, queries), dtype=np.int64)
+        row_positions[request_of_token, query_index] = positions
+        return TpuPagedAttentionMetadata(
+            num_tokens,
+            self._to_device(table),
+            request_slots=self._to_device(padded_slots),
+            row_positions=self._to_device(row_positions),
+        )
+
+    def _to_device(self, table: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(table).to(self.table_device)
 
 
 class TpuPagedAttentionImpl(AttentionImpl):
@@ -195,9 +227,13 @@ class TpuPagedAttentionImpl(AttentionImpl):
         table = attn_metadata.token_table[:n]
         if self.kv_sharing_target_layer_name is None:
             write_kv(kv_cache, key[:n], value[:n], table[:, 0])
-        out = paged_attention(
-            query[:n].view(n, self.num_heads, self.head_size), kv_cache, table[:, 2:], table[:, 1], self.scale
-        )
+        queries = query[:n].view(n, self.num_heads, self.head_size)
+        if attn_metadata.request_slots is None or attn_metadata.row_positions is None:
+            out = paged_attention(queries, kv_cache, table[:, 2:], table[:, 1], self.scale)
+        else:
+            out = paged_request_attention(
+                queries, kv_cache, attn_metadata.request_slots, attn_metadata.row_positions, table[:, 2], self.scale
+            )
         output[:n].copy_(out.reshape(output[:n].shape))
         return output
 
@@ -231,6 +267,38 @@ def paged_attention(
     scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     return (weights.unsqueeze(-1) * values).sum(3).reshape(tokens, heads, size).to(query.dtype)
+
+
+def paged_request_attention(
+    query: torch.Tensor,
+    kv_cache: torch.Tensor,
+    request_slots: torch.Tensor,
+    row_positions: torch.Tensor,
+    rows: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """query [T, H, D], token t the query row `rows[t]` of the request rows [R, Q] (a row past the last: padding);
+    each request's rows attend over the cached keys and values at its `request_slots` [R, S] up to the row's
+    position (`row_positions` [R, Q]). Returns [T, H, D] in the query's dtype; scores and the softmax are float32."""
+    tokens, heads, size = query.shape
+    requests, span = request_slots.shape
+    per_request = row_positions.shape[1]
+    kv_heads = kv_cache.shape[2]
+    groups = heads // kv_heads
+    laid_out = query.new_zeros(requests * per_request + 1, heads, size).index_copy(0, rows, query)
+    # [R, kv_heads, groups * Q, D]: the rows of one KV head's query groups, one matrix per request and KV head
+    grouped = laid_out[:-1].view(requests, per_request, kv_heads, groups, size).permute(0, 2, 3, 1, 4)
+    grouped = grouped.reshape(requests, kv_heads, groups * per_request, size).float()
+    context = kv_cache.index_select(0, request_slots.reshape(-1)).view(requests, span, 2, kv_heads, size).float()
+    keys = context[:, :, 0].permute(0, 2, 1, 3)  # [R, kv_heads, S, D]
+    values = context[:, :, 1].permute(0, 2, 1, 3)
+    scores = (grouped @ keys.transpose(-1, -2) * scale).view(requests, kv_heads, groups, per_request, span)
+    visible = torch.arange(span, device=query.device)[None, None, :] <= row_positions[:, :, None]  # [R, Q, S]
+    scores = scores.masked_fill(~visible[:, None, None], float("-inf"))
+    weights = torch.softmax(scores, dim=-1).view(requests, kv_heads, groups * per_request, span)
+    out = (weights @ values).view(requests, kv_heads, groups, per_request, size).permute(0, 3, 1, 2, 4)
+    out = out.reshape(requests * per_request, heads, size)
+    return out.index_select(0, rows.clamp(max=requests * per_request - 1)).to(query.dtype)
 
 
 if BACKEND_NAME not in AttentionBackendEnum.__members__:

@@ -203,7 +203,8 @@ class StepReplay:
         for m in metadata.values():
             if not isinstance(m, TpuPagedAttentionMetadata):
                 return None
-            tables.setdefault(id(m.token_table), m.token_table)
+            for table in m.tables():
+                tables.setdefault(id(table), table)
             decode = decode and m.decode_only
             rows = m.num_actual_tokens
         return list(tables.values()), rows if decode else None
