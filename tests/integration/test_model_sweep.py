@@ -266,6 +266,27 @@ def test_diffusers_position_ids_have_one_column_per_rotary_axis():
     assert _ids(8)[5].tolist() == [0.0, 1.0, 1.0]  # token 5 of a grid four wide: row 1, column 1
 
 
+def test_diffusers_inputs_and_configs_of_krea2_vace_rae_and_projections():
+    # Each failed on the CPU too before: Krea 2 (text heads the shrink missed, position ids, every text layer),
+    # VACE (its blocks past the two layers, a control video), the RAE autoencoder (a DINOv2 encoder of zero heads,
+    # patches not tiling the image), image projections taking a vector as wide as the model.
+    pytest.importorskip("diffusers")
+    from tools.model_sweep.diffusers_source import build, input_candidates
+    from tools.model_sweep.diffusers_worker import _forward, _runnable
+
+    shapes = {}
+    for name in ("Krea2Transformer2DModel", "WanVACETransformer3DModel", "AutoencoderRAE", "CLIPImageProjection"):
+        model = build(name)
+        inputs = _runnable(model, input_candidates(model))
+        assert _forward(model, inputs, "cpu"), name
+        shapes[name] = {k: tuple(v.shape) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    assert shapes["Krea2Transformer2DModel"]["encoder_hidden_states"] == (2, 8, 2, 32)
+    assert shapes["Krea2Transformer2DModel"]["position_ids"] == (8 + 64, 3)
+    assert shapes["WanVACETransformer3DModel"]["control_hidden_states"][1:] == (32, 3, 16, 16)
+    assert shapes["AutoencoderRAE"] == {"sample": (2, 3, 64, 64)}
+    assert shapes["CLIPImageProjection"] == {"x": (2, 32)}
+
+
 def test_inputs_by_name_videos_series_boxes_and_the_other_half_of_a_pair():
     # Each of these failed on the CPU too (or was skipped: "no inputs for main input") before the sweep made the
     # input by name: a video clip, a time series context (and TimesFM's padding mask and frequency), LayoutLM's word
@@ -384,3 +405,19 @@ def test_models_without_forward_or_with_missing_libraries_are_skipped_with_the_r
     assert bark["result"] == "skipped" and "no forward()" in bark["reason"]
     timm = run_head("timm_wrapper", "base", "TimmWrapperModel")
     assert timm["result"] == "skipped" and timm["reason"] == "needs the timm library, not installed here"
+
+
+def test_when_no_input_layout_runs_the_report_names_the_telling_error():
+    # CosmosTransformer3D rejected the image layout ("not enough values to unpack") and every video layout with
+    # "name 'transforms' is not defined" (it needs torchvision): the report said the former.
+    from tools.model_sweep.worker import runnable
+
+    def run(inputs):
+        raise {
+            "image": ValueError("not enough values to unpack (expected 5, got 4)"),
+            "video": NameError("transforms"),
+        }[inputs]
+
+    assert runnable(run, ["image", "video", "image"]) == "video"
+    assert runnable(lambda inputs: None, ["image", "video"]) == "image"
+    assert runnable(lambda inputs: run("image"), ["a", "b"]) == "a"  # all layout rejections: the first

@@ -11,6 +11,7 @@ configuration; the first candidate set the class's CPU forward accepts is the on
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -100,6 +101,16 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "AutoencoderOobleck": {"decoder_input_channels": WIDTH // 2},
     # five micro-conditions, each encoded micro_cond_encode_dim wide
     "UVit2DModel": {"in_channels": WIDTH, "micro_cond_embed_dim": 5 * WIDTH},
+    # its text encoder's own heads and depth (names the generic shrink does not know)
+    "Krea2Transformer2DModel": {"num_text_layers": 2, "text_num_attention_heads": HEADS, "text_num_key_value_heads": 1},
+    # a DINOv2 encoder of two layers whose 16-pixel patches tile the 32-pixel input, 64 wide (its heads are 64 wide)
+    "AutoencoderRAE": {
+        "encoder_patch_size": 16,
+        "encoder_num_hidden_layers": 2,
+        "encoder_hidden_size": 64,
+        "decoder_num_hidden_layers": 2,
+    },
+    "WanVACETransformer3DModel": {"vace_layers": [0, 1]},  # a VACE block beside each of the two layers
 }
 
 
@@ -130,6 +141,16 @@ def _per_frame_text(inputs: dict[str, Any]) -> dict[str, Any]:
     return inputs
 
 
+def _text_layers(layers: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Krea 2 reads every layer of its text encoder: (batch, tokens, layers, width), here the same states each."""
+
+    def fix(inputs: dict[str, Any]) -> dict[str, Any]:
+        text = inputs["encoder_hidden_states"]
+        return {**inputs, "encoder_hidden_states": text.unsqueeze(2).repeat(1, 1, layers, 1)}
+
+    return fix
+
+
 def _drop(*names: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda inputs: {k: v for k, v in inputs.items() if k not in names}
 
@@ -139,6 +160,7 @@ INPUT_FIXES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "UNetMotionModel": _per_frame_text,
     "LatteTransformer3DModel": _drop("encoder_attention_mask"),  # its per-frame attention has no mask
     "TransformerTemporalModel": _drop("encoder_hidden_states"),  # temporal self-attention only
+    "Krea2Transformer2DModel": _text_layers(2),  # its override's num_text_layers
 }
 
 
@@ -320,7 +342,7 @@ def _main_layouts(cfg: dict[str, Any], main: str) -> Iterator[tuple[str, Any]]:
     yield "signal", _gen(BATCH, c, 64)
     yield "long_signal", _gen(BATCH, c, 4096)
     yield "image_3ch", _gen(BATCH, 3, 4 * side, 4 * side)
-    yield "vector", _gen(BATCH, _first(cfg, ("embedding_dim",), c))
+    yield "vector", _gen(BATCH, _first(cfg, ("embedding_dim", "hidden_size", "redux_dim"), c))
 
 
 def _ids(n: int, axes: int = 3) -> torch.Tensor:
@@ -368,6 +390,14 @@ _BY_NAME: dict[str, Callable[[dict[str, Any], torch.Tensor, str], Any]] = {
     "timestep_ratio": lambda c, m, lay: torch.tensor([0.5, 0.5]),
     "image_embeddings": lambda c, m, lay: _gen(BATCH, _text_width(c), seed=5),
     "clip_text_pooled": lambda c, m, lay: _gen(BATCH, 1, _first(c, ("clip_text_pooled_in_channels",), WIDTH), seed=5),
+    "r_timestep": lambda c, m, lay: TIMESTEPS * 0.5,  # AnyFlow's second time (r <= t, as in mean-flow models)
+    "img_mask": lambda c, m, lay: torch.ones(BATCH, math.prod(_grid(m, lay)), dtype=torch.bool),  # every patch valid
+    # the text's positions then the image patches' (Krea 2): one column per rotary axis
+    "position_ids": lambda c, m, lay: _ids(TEXT + math.prod(_grid(m, lay)), _id_axes(c)),
+    # VACE's control video: the main latent's frames and size, vace_in_channels deep
+    "control_hidden_states": lambda c, m, lay: _gen(
+        m.shape[0], _first(c, ("vace_in_channels",), m.shape[1]), *m.shape[2:], seed=3
+    ),
 }
 
 

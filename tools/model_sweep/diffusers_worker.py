@@ -33,6 +33,7 @@ from tools.model_sweep.worker import (
     doubled,
     finish,
     judged_step,
+    runnable,
 )
 
 HEAD = "base"
@@ -84,14 +85,7 @@ def _train(model: Any, inputs: dict[str, Any], device: str) -> dict[str, torch.T
 
 
 def _runnable(model: Any, candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    """The first candidate inputs the CPU forward accepts (the first if none does: its error is reported)."""
-    for inputs in candidates:
-        try:
-            _forward(model, inputs, "cpu")
-            return inputs
-        except Exception:
-            continue
-    return candidates[0]
+    return runnable(lambda inputs: _forward(model, inputs, "cpu"), candidates)
 
 
 def _load_tpu(cls: Any, d: str, rec: dict[str, Any]) -> Any:

@@ -313,17 +313,31 @@ def _break_constant_weights(model: Any) -> None:
                 p.add_(torch.randn(p.shape, generator=g, dtype=torch.float32).to(p.dtype) * 0.02)
 
 
-def _runnable_inputs(model: Any, candidates: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The first candidate inputs the model's CPU forward accepts (the first if none does: its error is reported)."""
+# Errors that only say an input has another layout than the forward wants (its rank, a missing argument): when no
+# candidate runs, the report names the first error that is not one of these, the one that says what is missing.
+_LAYOUT_REJECTIONS = re.compile(
+    r"values to unpack|missing \d+ required|Expected \d+D|input must have shape|must be a \d+D|got \d+D"
+)
+
+
+def runnable(run_on_cpu: Callable[[Any], object], candidates: list[Any]) -> Any:
+    """The first candidate inputs `run_on_cpu` accepts; when none does, the first whose error is more than a layout
+    rejection (or the first), so that the step run with it reports that error."""
     if len(candidates) == 1:
         return candidates[0]
+    telling = None
     for inputs in candidates:
         try:
-            _forward(model, inputs, "cpu")
+            run_on_cpu(inputs)
             return inputs
-        except Exception:
-            continue
-    return candidates[0]
+        except Exception as e:
+            if telling is None and not _LAYOUT_REJECTIONS.search(str(e)):
+                telling = inputs
+    return candidates[0] if telling is None else telling
+
+
+def _runnable_inputs(model: Any, candidates: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    return runnable(lambda inputs: _forward(model, inputs, "cpu"), candidates)
 
 
 def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
