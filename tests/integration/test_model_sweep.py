@@ -5,6 +5,7 @@ types that runs end to end is tests/sweep/test_sample.py (`make test-sweep`, its
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -336,7 +337,8 @@ def test_detr_family_builds_on_transformers_own_resnet():
 def test_placeholder_prompts_patch_sequences_and_per_type_shapes():
     # Each of these failed on the CPU too before: BLIP-2/InstructBLIP/Kosmos-2 need image placeholders in the prompt,
     # SigLIP 2 its patch sequence, IDEFICS a list of images, SpeechT5's base model embedded frames, X-CLIP's tower
-    # every frame as a row, LXMERT region features, and the rest a tiny configuration their modeling code accepts.
+    # every frame as a row, LXMERT region features, keypoint matchers a pair of images, audio encoders a second of
+    # sound, and the rest a tiny configuration their modeling code accepts.
     import transformers
 
     from tools.model_sweep.heads import input_candidates
@@ -366,6 +368,10 @@ def test_placeholder_prompts_patch_sequences_and_per_type_shapes():
         ("lxmert", "LxmertModel"),
         ("hunyuan_vl_text", "HunYuanVLTextModel"),
         ("inkling2_text", "Inkling2TextModel"),
+        ("superglue", "SuperGlueForKeypointMatching"),
+        ("pe_audio_encoder", "PeAudioEncoder"),
+        ("neomme", "NeoMMEModel"),
+        ("qwen2_5_omni_thinker", "Qwen2_5OmniThinkerModel"),
     ]:
         torch.manual_seed(0)
         model = getattr(transformers, cls)(_prepare_config(model_type, "base"))
@@ -381,6 +387,8 @@ def test_placeholder_prompts_patch_sequences_and_per_type_shapes():
     assert shapes["speecht5"]["decoder_input_values"][-1] == shapes["speecht5"]["input_values"][-1]
     assert shapes["xclip_vision_model"]["pixel_values"][0] == 2 * transformers.XCLIPVisionConfig().num_frames
     assert shapes["lxmert"]["visual_feats"][:2] == shapes["lxmert"]["visual_pos"][:2] == (2, 4)
+    assert shapes["superglue"]["pixel_values"][:2] == (2, 2)  # a pair of images per sample
+    assert shapes["pe_audio_encoder"]["input_values"] == (2, 1, 16000)  # one second, mono
 
 
 def test_hybrids_with_an_attention_layer_generate():
@@ -404,7 +412,10 @@ def test_models_without_forward_or_with_missing_libraries_are_skipped_with_the_r
     bark = run_head("bark", "base", "BarkModel")
     assert bark["result"] == "skipped" and "no forward()" in bark["reason"]
     timm = run_head("timm_wrapper", "base", "TimmWrapperModel")
-    assert timm["result"] == "skipped" and timm["reason"] == "needs the timm library, not installed here"
+    # every library the class names is listed (PIL too, where Pillow is not installed)
+    assert timm["result"] == "skipped" and re.fullmatch(
+        r"needs (\S+ and )*timm( and \S+)*, not installed here", timm["reason"]
+    )
 
 
 def test_when_no_input_layout_runs_the_report_names_the_telling_error():

@@ -212,6 +212,10 @@ def make_inputs(model: Any, head: str) -> dict[str, torch.Tensor]:
         inputs["bbox"] = boxes(SEQ)
     if main == "input_ids" and "pixel_values" in accepts and _contrastive(cfg):
         inputs["pixel_values"] = _pixels(cfg)  # CLIP-style dual encoders embed both
+    sample = inspect.signature(model.forward).parameters.get("sample")
+    if sample is not None and sample.default is True:
+        # a σ-VAE's forward draws noise for its latents (VibeVoice's tokenizers): tpu's generator is not the CPU's
+        inputs["sample"] = False
     encoder_decoder = getattr(cfg, "is_encoder_decoder", False)
     if encoder_decoder and head == "classification" and main == "input_ids":
         # BART-style classification heads read the decoder state at each row's last eos and make the decoder's
@@ -243,6 +247,8 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
                 out.append({**first, key: torch.randn(value.shape[0], SEQ * 2, 4 * mel, generator=_gen(2))})
         elif key == "input_values" and value.dim() == 2:
             out.append({**first, key: value.unsqueeze(1)})
+            # codecs whose strided encoders need more than a tenth of a second (at 16 kHz): one second, mono
+            out.append({**first, key: torch.randn(value.shape[0], 1, 10 * AUDIO_SAMPLES, generator=_gen(2))})
             width = getattr(model.config, "hidden_size", None)
             if isinstance(width, int):  # a base model without its speech pre-nets (SpeechT5): frames already embedded
                 frames = {key: torch.randn(value.shape[0], SEQ, width, generator=_gen(2))}
@@ -257,6 +263,8 @@ def input_candidates(model: Any, head: str) -> list[dict[str, torch.Tensor]]:
             out.append({**first, key: token_ids(model.config, (rows, value.shape[1]), seed=1)})
         elif key == "pixel_values" and value.dim() == 4:
             h, w = value.shape[-2:]
+            # keypoint matchers (SuperGlue, LightGlue, EfficientLoFTR): a pair of images per sample
+            out.append({**first, key: torch.stack([value, torch.randn(value.shape, generator=_gen(6))], dim=1)})
             out.append({**first, key: torch.randn(*value.shape[:2], 2 * h, 2 * w, generator=_gen(2))})
             frames = getattr(_sub(model.config, "vision_config"), "num_frames", None)
             if isinstance(frames, int) and frames > 0:  # video models: (batch, frames, channels, height, width)

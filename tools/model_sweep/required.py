@@ -121,6 +121,7 @@ def named_candidates(model: Any, required: list[str], first: dict[str, torch.Ten
         "past_observed_mask": lambda: torch.ones(main.shape),
         "freq": lambda: torch.zeros(BATCH, 1, dtype=torch.long),
         "pixel_values": lambda: _pixels(model.config),
+        "input_values": lambda: torch.randn(BATCH, 1, 10 * AUDIO_SAMPLES, generator=_gen(2)),  # a second, mono
         "prompt_pixel_values": lambda: _pixels(model.config),
         "prompt_masks": lambda: _pixels(model.config),
         # region features and boxes of a detector's output (LXMERT)

@@ -192,7 +192,17 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "sam2_vision_model": _SAM2_VISION,
     # the prompt encoder's dense embedding covers the coarsest pyramid level (32 / 16 = 2)
     "sam2": {**{f"vision_config.{k}": v for k, v in _SAM2_VISION.items()}, "prompt_encoder_config.patch_size": 16},
+    # its multimodal rotary rotates a multiple of 4 dims: half the tiny 8-wide head (the default quarter is 2)
+    "neomme": {"rope_parameters.full_attention.partial_rotary_factor": 0.5},
+    # a field their rotary position code reads that the thinker's config class does not define (checkpoints set it),
+    # and rotary sections halving the tiny 8-wide head
+    **dict.fromkeys(
+        ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"),
+        {"vision_start_token_id": 121, "text_config.rope_parameters.mrope_section": [1, 1, 2]},
+    ),
     "superpoint": {"keypoint_decoder_dim": 65},  # a score per pixel of each 8 x 8 cell, and a dustbin
+    # ... and the SuperPoint inside the keypoint matchers
+    **dict.fromkeys(("superglue", "lightglue"), {"keypoint_detector_config.keypoint_decoder_dim": 65}),
     "shieldgemma2": {"yes_token_index": 10, "no_token_index": 11},  # its answer tokens, within the tiny vocabulary
     # multimodal rotary sections (temporal, height, width) halving the tiny 8-wide head: 1 + 1 + 2 = 4
     **dict.fromkeys(

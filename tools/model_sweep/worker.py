@@ -366,11 +366,11 @@ def run_head(model_type: str, head: str, class_name: str) -> dict[str, Any]:
         rec.update(result="skipped", reason=f"the sweep makes no inputs for {e}")
         return rec
     except ImportError as e:  # transformers' requires_backends: timm, natten, detectron2, torchaudio
-        library = re.search(r"requires the (\S+) library", str(e))
-        if library is None:
+        libraries = sorted(set(re.findall(r"requires the (\S+) library", str(e))))
+        if not libraries:
             rec.update(result="error", stage="build", cpu_fails=True, error=_error(e))
         else:
-            rec.update(result="skipped", reason=f"needs the {library.group(1)} library, not installed here")
+            rec.update(result="skipped", reason=f"needs {' and '.join(libraries)}, not installed here")
         return rec
     except Exception as e:
         rec.update(result="error", stage="build", cpu_fails=True, error=_error(e))
