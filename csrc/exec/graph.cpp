@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -407,6 +408,8 @@ struct OpenGraph {
   uint64_t runs = 0;  // times the graph ran (a capture is valid only if none ran in between)
   int capturing = 0;  // captures in progress: no node limit
   DotPrecision precision = DotPrecision::kHighest;  // of the products of the ops in it (start_or_continue)
+  std::thread::id owner;  // the thread whose op opened the graph
+  bool shared = false;    // ops of another thread joined it
 };
 
 std::array<OpenGraph, kMaxDevices>& graphs() {
@@ -443,7 +446,13 @@ void start_or_continue(int device, OpenGraph& g) {
     flush_device(device);
     empty = true;
   }
-  if (empty) g.precision = g.recording.precision = now;
+  if (empty) {
+    g.precision = g.recording.precision = now;
+    g.owner = std::this_thread::get_id();
+    g.shared = false;
+  } else if (g.owner != std::this_thread::get_id()) {
+    g.shared = true;
+  }
 }
 
 void count_node(int device, OpenGraph& g) {
@@ -474,6 +483,22 @@ void flush_device(int device) {
   Recording rec = std::move(g.recording);
   g.recording = Recording();
   run_recording(device, rec);
+}
+
+bool flush_device_compile_only(int device) {
+  OpenGraph& g = graph_of(device);
+  std::lock_guard<std::recursive_mutex> lock(g.mu);
+  if (!g.program && g.recording.empty()) return true;
+  if (g.shared || !g.program || g.owner != std::this_thread::get_id() || g.building > 0) {
+    flush_device(device);  // not the caller's alone, or a recording (cheap to run, and a capture takes those)
+    return false;
+  }
+  g.nodes = 0;
+  g.runs++;
+  std::unique_ptr<TensorProgram> program = std::move(g.program);
+  g.lowered = 0;
+  program->run(nullptr, /*compile_only=*/true);
+  return true;
 }
 
 void forget_in_graph(int device, const void* data) {

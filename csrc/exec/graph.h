@@ -56,6 +56,12 @@ void with_program(int device, const std::function<void(TensorProgram&)>& build);
 std::string pending_program_text(int device);
 std::string pending_graph_dot(int device);
 
+// async_compile's warm-up: hands the device's open graph, when only the calling thread's ops are in it and they
+// were lowered as they came (a graph's first run), to the background compiler without running it. The storages it
+// would write keep their contents (fresh results stay empty: the caller drops them). Otherwise runs it as
+// flush_device does and returns false.
+bool flush_device_compile_only(int device);
+
 // Runs the open graph of every device (before a mode switch, at exit of a fused region).
 void flush_all_devices();
 // Ops recorded into a fused graph before it runs on its own.

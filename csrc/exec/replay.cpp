@@ -56,7 +56,8 @@ at::Tensor tensor_on(const c10::Storage& storage, at::ScalarType dtype, const st
 
 std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec,
                                                       const std::vector<c10::IValue>& inputs,
-                                                      const std::vector<c10::IValue>& outputs, std::string* why) {
+                                                      const std::vector<c10::IValue>& outputs, std::string* why,
+                                                      bool compile_only) {
   std::shared_ptr<CapturedGraph> g(new CapturedGraph());
   g->device_ = device;
   std::string reason;
@@ -200,10 +201,11 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
     for (size_t k = 0; k < rec.slots.size(); ++k) {
       if (!keep[k]) program.forget(rec.slots[k].data);
     }
-    program.run(&plan);
+    program.run(&plan, compile_only);
   }
 
   g->exe_ = plan.exe;
+  g->compiling_ = compile_only && !plan.text.empty();
   g->text_ = std::move(plan.text);
   g->checks_ = plan.checks;
   g->precision_ = rec.precision;
@@ -253,6 +255,12 @@ std::shared_ptr<CapturedGraph> CapturedGraph::capture(int device, Recording& rec
   }
   g->donated_ = plan.donated;
   return g;
+}
+
+std::shared_ptr<Executable> CapturedGraph::executable() const {
+  std::lock_guard<std::mutex> lock(exe_mu_);
+  if (!exe_ && compiling_) exe_ = backend_state().cache->get_or_compile(text_);  // waits for the background
+  return exe_;
 }
 
 CapturedGraph::Program CapturedGraph::program() const {
@@ -332,7 +340,7 @@ std::optional<std::vector<c10::IValue>> CapturedGraph::replay(const std::vector<
       fresh.emplace_back(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes), allocator, /*resizable=*/true);
     }
   }
-  if (exe_) {
+  if (std::shared_ptr<Executable> exe = executable()) {
     // Donation is decided and the new buffers put in place under the donation lock (see device_data.h).
     std::unique_lock<std::shared_mutex> donating(donation_mutex(), std::defer_lock);
     if (!donated_.empty()) donating.lock();
@@ -364,7 +372,7 @@ std::optional<std::vector<c10::IValue>> CapturedGraph::replay(const std::vector<
       targets.push_back(t.input >= 0 ? static_cast<const void*>(data[static_cast<size_t>(t.input)])
                                      : static_cast<const void*>(&device_data(fresh[static_cast<size_t>(t.fresh)])));
     }
-    execute_plan(device_, *exe_, args, donated, targets, checks_, donating, [] {}, kept);
+    execute_plan(device_, *exe, args, donated, targets, checks_, donating, [] {}, kept);
   }
   for (int i : updated_inputs_) inputs[static_cast<size_t>(i)].toTensor().unsafeGetTensorImpl()->bump_version();
   runtime_counters().graph_replays++;

@@ -19,6 +19,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,8 +35,11 @@ class CapturedGraph {
   // Lowers `rec` (the call's ops, taken out of the open graph) into one program that reads the inputs and writes
   // the outputs and the inputs it updates, runs it for this call, and returns what a replay needs. Returns null
   // (with `why`) when the call cannot be replayed; the call's results are then still computed.
+  // `compile_only` (async_compile's warm-up): the program is compiled in the background and not run, so the call's
+  // results are never computed (the caller drops them); the first replay waits for the compilation.
   static std::shared_ptr<CapturedGraph> capture(int device, Recording& rec, const std::vector<c10::IValue>& inputs,
-                                                const std::vector<c10::IValue>& outputs, std::string* why);
+                                                const std::vector<c10::IValue>& outputs, std::string* why,
+                                                bool compile_only = false);
 
   // The outputs of one call on `inputs`, or nothing when `inputs` do not match the capture.
   std::optional<std::vector<c10::IValue>> replay(const std::vector<c10::IValue>& inputs) const;
@@ -99,7 +103,11 @@ class CapturedGraph {
   std::vector<Input> inputs_;
   std::vector<Output> outputs_;
   std::vector<int64_t> fresh_nbytes_;        // per new storage
-  std::shared_ptr<Executable> exe_;
+  // The program, or null with `compiling_` while the background compiler builds it (the first replay fetches it).
+  mutable std::mutex exe_mu_;
+  mutable std::shared_ptr<Executable> exe_;
+  bool compiling_ = false;
+  std::shared_ptr<Executable> executable() const;
   std::string text_;
   std::vector<int> arg_inputs_;              // per program argument: the input whose storage it reads, or -1
   std::vector<std::shared_ptr<Buffer>> fixed_args_;  // per program argument when arg_inputs_ is -1

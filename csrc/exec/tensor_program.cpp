@@ -274,7 +274,7 @@ std::shared_mutex& donation_mutex() {
   return mu;
 }
 
-void TensorProgram::run(ProgramPlan* plan) {
+void TensorProgram::run(ProgramPlan* plan, bool compile_only) {
   std::vector<StorageSlot*> targets;
   bool may_donate = false;
   for (const void* key : slot_order_) {
@@ -304,7 +304,7 @@ void TensorProgram::run(ProgramPlan* plan) {
     if (s->arg_index >= 0 && same_type && unshared) {
       b_.set_alias(static_cast<size_t>(s->arg_index), static_cast<int>(results.size()));
       donated.push_back(static_cast<size_t>(s->arg_index));
-      runtime_counters().donations++;
+      if (!compile_only) runtime_counters().donations++;
     }
     results.push_back(s->value);
   }
@@ -316,14 +316,21 @@ void TensorProgram::run(ProgramPlan* plan) {
   }
   const BackendState& state = backend_state();
   std::string text = b_.build(results);
+  std::vector<const void*> target_data;
+  for (StorageSlot* s : targets) target_data.push_back(s->data);
+  if (compile_only) {
+    state.cache->compile_in_background(text);
+    if (donating.owns_lock()) donating.unlock();
+    if (plan != nullptr) *plan = ProgramPlan{nullptr, sources_, target_data, reports, donated, text};
+    release_storages();
+    return;
+  }
   std::shared_ptr<Executable> exe = state.cache->get_or_compile(text);
   if (!op_names_.empty()) {
     std::string listing;
     for (const std::string& op : op_names_) listing += op + '\n';
     state.cache->dump_companion(text, ".aten.txt", listing);
   }
-  std::vector<const void*> target_data;
-  for (StorageSlot* s : targets) target_data.push_back(s->data);
   if (plan != nullptr) *plan = ProgramPlan{exe, sources_, target_data, reports, donated, text};
   execute_plan(device_, *exe, args_, donated, target_data, reports, donating, [this] { release_storages(); });
 }

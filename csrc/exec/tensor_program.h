@@ -106,7 +106,10 @@ class TensorProgram {
 
   // Compiles (through the cache) and executes; afterwards every written/created storage holds its new buffer.
   // `plan` (optional) receives what a structural cache needs to run the same program again without lowering it.
-  void run(ProgramPlan* plan = nullptr);
+  // `compile_only`: the program is handed to the cache's background compiler and not run (torch.compile's
+  // async_compile warm-up); the storages it would write keep their old contents (fresh ones stay empty), and
+  // `plan` gets no executable.
+  void run(ProgramPlan* plan = nullptr, bool compile_only = false);
 
   // The program's StableHLO text as run() would compile it (its writes, then its checks), without running it.
   std::string program_text() const;

@@ -118,6 +118,9 @@ void bind_backend(py::module_& m) {
     return "debug";
   });
   m.def("_flush", &flush_all_devices, py::call_guard<py::gil_scoped_release>());
+  m.def("_flush_compile_only", &flush_device_compile_only, py::arg("device"),
+        "async_compile's warm-up: the device's open graph compiled in the background and not run, when it holds "
+        "only this thread's freshly lowered ops; else run. True when it was handed to the compiler (or empty).");
   // Matrix-product precision (torch.tpu.precision): -1 = none (PyTorch's float32 matmul precision applies),
   // 0/1/2 = DEFAULT/HIGH/HIGHEST.
   m.def("_set_precision_override", &set_dot_precision_override);

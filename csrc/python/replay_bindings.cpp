@@ -96,7 +96,8 @@ void bind_replay(py::module_& m) {
   m.def("_capture_begin", &begin_capture, py::arg("device"));
   m.def(
       "_capture_end",
-      [](int device, uint64_t token, const py::sequence& inputs, const py::object& outputs) -> py::tuple {
+      [](int device, uint64_t token, const py::sequence& inputs, const py::object& outputs,
+         bool compile_only) -> py::tuple {
         std::shared_ptr<CapturedGraph> graph;
         std::string why = "the call ran or lowered ops outside the recording";
         if (outputs.is_none()) {  // the call raised: its ops stay in the open graph
@@ -105,11 +106,13 @@ void bind_replay(py::module_& m) {
         }
         std::vector<c10::IValue> in = to_values(inputs), out = to_values(outputs);
         end_capture(device, token,
-                    [&](Recording& rec) { graph = CapturedGraph::capture(device, rec, in, out, &why); });
+                    [&](Recording& rec) { graph = CapturedGraph::capture(device, rec, in, out, &why, compile_only); });
         if (graph) why.clear();
         return py::make_tuple(graph ? py::cast(graph) : py::none(), why);
       },
-      py::arg("device"), py::arg("token"), py::arg("inputs"), py::arg("outputs"));
+      py::arg("device"), py::arg("token"), py::arg("inputs"), py::arg("outputs"), py::arg("compile_only") = false,
+      "Ends a capture: (the CapturedGraph, \"\") or (None, why it was refused). `compile_only`: compile the program in "
+      "the background and do not run it (the call's results are never computed).");
 }
 
 }  // namespace torch_tpu

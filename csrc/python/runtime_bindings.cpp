@@ -153,6 +153,13 @@ void bind_runtime(py::module_& m) {
            }),
            py::arg("client"), py::arg("exec_time_optimization_effort") = py::none())
       .def("get_or_compile", &CompileCache::get_or_compile, py::call_guard<py::gil_scoped_release>())
+      .def("compile_in_background", &CompileCache::compile_in_background, py::arg("mlir"),
+           "Compiles the program on a background thread; its ticket, or 0 when cached or already compiling.")
+      .def("background_done", &CompileCache::background_done, py::arg("ticket") = 0)
+      .def("wait_background", &CompileCache::wait_background, py::arg("ticket") = 0,
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("last_ticket", &CompileCache::last_ticket)
+      .def_property_readonly("background_pending", &CompileCache::background_pending)
       .def("set_directory", &CompileCache::set_directory)
       .def("set_dump_directory", &CompileCache::set_dump_directory)
       .def_property_readonly("directory", &CompileCache::directory)

@@ -61,8 +61,9 @@ static std::string program_label(const std::string& mlir) {
 
 std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir) {
   std::string key, options, dump;
+  std::promise<std::shared_ptr<Executable>> result;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     key = key_prefix_ + mlir;
     auto it = entries_.find(key);
     if (it != entries_.end()) {
@@ -71,9 +72,31 @@ std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir
       uses_.splice(uses_.begin(), uses_, it->second.use);
       return it->second.executable;
     }
+    auto running = inflight_.find(key);
+    if (running != inflight_.end()) {
+      std::shared_future<std::shared_ptr<Executable>> pending = running->second;
+      lock.unlock();
+      runtime_counters().cache_hits++;
+      return pending.get();  // rethrows the compilation's error
+    }
+    inflight_.emplace(key, result.get_future().share());
     options = options_;
     dump = dump_directory_;
   }
+  try {
+    std::shared_ptr<Executable> executable = build(key, mlir, options, dump);
+    result.set_value(executable);
+    return executable;
+  } catch (...) {
+    result.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(mu_);
+    inflight_.erase(key);
+    throw;
+  }
+}
+
+std::shared_ptr<Executable> CompileCache::build(const std::string& key, const std::string& mlir,
+                                                const std::string& options, const std::string& dump) {
   runtime_counters().cache_misses++;
   if (!dump.empty()) {
     char name[40];
@@ -111,12 +134,91 @@ std::shared_ptr<Executable> CompileCache::get_or_compile(const std::string& mlir
   stats.label = program_label(mlir);
   executable->set_label(stats.label);
   std::lock_guard<std::mutex> lock(mu_);
-  auto inserted = entries_.emplace(std::move(key), Entry{executable, {}, stats});
-  if (!inserted.second) return inserted.first->second.executable;  // another thread compiled it meanwhile
+  inflight_.erase(key);
+  auto inserted = entries_.emplace(key, Entry{executable, {}, stats});
+  if (!inserted.second) return inserted.first->second.executable;  // entered meanwhile (a cleared cache refilled)
   uses_.push_front(&inserted.first->first);
   inserted.first->second.use = uses_.begin();
   trim_locked();
   return executable;
+}
+
+uint64_t CompileCache::compile_in_background(const std::string& mlir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key = key_prefix_ + mlir;
+  if (entries_.count(key) > 0 || inflight_.count(key) > 0) return 0;
+  Job job;
+  job.ticket = next_ticket_++;
+  job.result = std::make_shared<std::promise<std::shared_ptr<Executable>>>();
+  inflight_.emplace(key, job.result->get_future().share());
+  job.key = std::move(key);
+  job.mlir = mlir;
+  job.options = options_;
+  job.dump = dump_directory_;
+  unfinished_.insert(job.ticket);
+  uint64_t ticket = job.ticket;
+  jobs_.push_back(std::move(job));
+  if (workers_.empty()) {
+    // Two threads: a compilation is mostly single-threaded, and the caller keeps tracing the next graph meanwhile.
+    unsigned n = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
+    for (unsigned i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
+  }
+  work_.notify_one();
+  return ticket;
+}
+
+void CompileCache::work() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, and nothing left to compile
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    try {
+      job.result->set_value(build(job.key, job.mlir, job.options, job.dump));
+    } catch (...) {
+      job.result->set_exception(std::current_exception());
+      std::lock_guard<std::mutex> lock(mu_);
+      inflight_.erase(job.key);  // forgotten: the next request compiles again and sees the error itself
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    unfinished_.erase(job.ticket);
+    finished_.notify_all();
+  }
+}
+
+bool CompileCache::background_done(uint64_t ticket) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unfinished_.empty() || (ticket != 0 && *unfinished_.begin() > ticket);
+}
+
+void CompileCache::wait_background(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  finished_.wait(lock, [&] { return unfinished_.empty() || (ticket != 0 && *unfinished_.begin() > ticket); });
+}
+
+uint64_t CompileCache::last_ticket() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_ticket_ - 1;
+}
+
+size_t CompileCache::background_pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unfinished_.size();
+}
+
+CompileCache::~CompileCache() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  for (std::thread& t : workers_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void CompileCache::trim_locked() {

@@ -3,11 +3,16 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -29,10 +34,26 @@ struct CacheEntryStats {
 class CompileCache {
  public:
   CompileCache(std::shared_ptr<Client> client, CompileSettings settings);
+  // Waits for the compilations still running in the background (a program being compiled cannot be abandoned).
+  ~CompileCache();
+  CompileCache(const CompileCache&) = delete;
+  CompileCache& operator=(const CompileCache&) = delete;
 
   // Returns the executable for `mlir` under the current settings, compiling it (or loading it from the disk cache)
-  // on a miss.
+  // on a miss. A program another thread (or the background) is compiling is waited for, not compiled twice.
   std::shared_ptr<Executable> get_or_compile(const std::string& mlir);
+
+  // Compiling ahead of use (torch.compile's async_compile): `mlir` is compiled under the current settings on a
+  // background thread, and get_or_compile of the same program waits for it. Returns the job's ticket (increasing),
+  // or 0 when the program is cached or already being compiled. A compilation that fails is forgotten: the program's
+  // next get_or_compile compiles it again and raises there.
+  uint64_t compile_in_background(const std::string& mlir);
+  // Whether every background job up to `ticket` (0: every job) has finished; waiting blocks until they have.
+  bool background_done(uint64_t ticket) const;
+  void wait_background(uint64_t ticket);
+  // The newest ticket handed out (0: none yet) and how many jobs are unfinished.
+  uint64_t last_ticket() const;
+  size_t background_pending() const;
 
   // The settings programs compile with from now on (the options are part of every key: programs compiled under
   // other settings stay cached for when those come back).
@@ -79,8 +100,26 @@ class CompileCache {
   std::list<const std::string*> uses_;  // keys of entries_, most recently used first
   size_t capacity_ = 1024;
 
+  // Programs being compiled, by key: a second request waits for the first.
+  std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>> inflight_;
+  struct Job {
+    uint64_t ticket = 0;
+    std::string key, mlir, options, dump;
+    std::shared_ptr<std::promise<std::shared_ptr<Executable>>> result;
+  };
+  std::deque<Job> jobs_;
+  std::set<uint64_t> unfinished_;  // tickets of queued and running jobs
+  uint64_t next_ticket_ = 1;
+  bool stopping_ = false;
+  std::condition_variable work_, finished_;
+  std::vector<std::thread> workers_;  // started with the first background job
+
   void set_settings_locked(const CompileSettings& settings);
   void trim_locked();
+  void work();
+  // Compiles (or loads from disk) `mlir` under `options` and enters it as `key`; called without the lock.
+  std::shared_ptr<Executable> build(const std::string& key, const std::string& mlir, const std::string& options,
+                                    const std::string& dump);
 };
 
 }  // namespace torch_tpu

@@ -209,8 +209,9 @@ def test_async_option_first_call_warms_up_and_signals(mode: str, delta) -> None:
     assert d["compiled_graphs"] == 1 and d["compiled_calls"] == 1  # it ran once, on copies
     torch.testing.assert_close(xt.cpu(), x)  # the input was not mutated
     assert torch.equal(torch.tpu.get_rng_state(), rng)  # nor the RNG state advanced
-    assert submitted.value.artifact is not None and submitted.value.artifact.done()
+    assert submitted.value.artifact is not None
     assert resolve_compilations([submitted.value, submitted.value.artifact, object()]) == 2
+    assert submitted.value.artifact.done()  # resolved: its program is compiled
     with torch_tpu.eager_mode(mode):
         out = compiled(xt, wt)
     torch.testing.assert_close(xt.cpu(), x * 2)
@@ -227,7 +228,8 @@ def test_async_compile_round_trip(delta) -> None:
     before = [p.detach().cpu().clone() for p in tpu.parameters()]
     compiled = async_compile(tpu, [(w.to("tpu"),) for w in warm[:1]] + [warm[1].to("tpu")])
     d = delta()
-    assert d["compiled_graphs"] == 2 and d["compiled_calls"] == 2  # one graph and one warm-up run per shape
+    # per shape: one graph and one warm-up run, whose program went to the background compiler
+    assert d["compiled_graphs"] == 2 and d["compiled_calls"] == 2 and d["captured_graphs"] == 0
     for p, q in zip(tpu.parameters(), before, strict=True):
         assert torch.equal(p.detach().cpu(), q)
     programs = torch_tpu.metrics()["cache_misses"]
@@ -239,10 +241,53 @@ def test_async_compile_round_trip(delta) -> None:
             torch.testing.assert_close(out.cpu(), cpu(x), rtol=1e-4, atol=1e-5)
     assert torch_tpu.metrics()["cache_misses"] == programs  # the warm-ups compiled every program these calls use
     d = delta()
-    assert d["compiled_graphs"] == 0 and d["compiled_calls"] == 2
+    assert d["compiled_graphs"] == 0 and d["compiled_calls"] == 2 and d["captured_graphs"] == 2
     # keyword and (args, kwargs) forms
     compiled = async_compile(lambda a, b: a * b + 1, [((), {"a": warm[0], "b": warm[0]}), ((warm[1],), {"b": warm[1]})])
     torch.testing.assert_close(compiled(warm[0], b=warm[0]), warm[0] * warm[0] + 1)
+
+
+class BatchNormNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn, self.fc = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.bn(self.conv(x)).relu().mean((2, 3)))
+
+
+def test_async_compile_compiles_in_the_background_and_changes_nothing(delta) -> None:
+    """A training-mode BatchNorm (its running statistics are updated in place) warmed up for three batch sizes with
+    gradients on: the warm-ups hand one program per shape to the background compiler and leave every parameter and
+    statistic as it was; the calls after it compile nothing (each is captured for replay from the program the
+    warm-up compiled) and train exactly like the CPU."""
+    from torch_tpu import runtime
+
+    cpu, tpu = _pair(BatchNormNet)
+    batches = [torch.randn(b, 3, 6, 6) for b in (2, 3, 4)]
+    state = {k: v.cpu().clone() for k, v in tpu.state_dict().items()}
+    cache = runtime.get().cache
+    tickets = cache.last_ticket
+    compiled = async_compile(tpu, [(x.to("tpu"),) for x in batches], no_grad=False)
+    assert cache.last_ticket - tickets == 3  # one background compilation per shape (a disk hit is loaded there)
+    assert cache.background_pending == 0  # async_compile resolves what it submitted before returning
+    d = delta()
+    assert d["compiled_graphs"] == 3 and d["compiled_calls"] == 3
+    for k, v in tpu.state_dict().items():
+        assert torch.equal(v.cpu(), state[k]), k
+    programs = torch_tpu.metrics()["cache_misses"]
+    outs = [compiled(x.to("tpu")) for x in batches]
+    assert torch_tpu.metrics()["cache_misses"] == programs  # the forward programs were all compiled by the warm-up
+    refs = [cpu(x) for x in batches]
+    for out, ref in zip(outs, refs, strict=True):
+        torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-5)
+    sum(o.sum() for o in outs).backward()  # the backward graphs compile now (async_compile runs forwards only)
+    sum(r.sum() for r in refs).backward()
+    for (name, p), q in zip(tpu.named_parameters(), cpu.parameters(), strict=True):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    torch.testing.assert_close(tpu.bn.running_mean.cpu(), cpu.bn.running_mean)
+    torch.testing.assert_close(tpu.bn.running_var.cpu(), cpu.bn.running_var)
+    assert delta()["captured_graphs"] == 3
 
 
 def test_no_backend_routes_tpu_graphs_here_and_cpu_graphs_to_inductor(delta) -> None:

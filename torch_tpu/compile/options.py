@@ -1,10 +1,11 @@
 """The `options` of the "tpu" backend, under the names TorchTPU (Google's torch-tpu) gives them, so that
 `torch.compile(fn, backend="tpu", options={...})` written for it runs here. What each one does on this backend:
 
-- ``async_compile`` (bool, default False): the first call of each newly compiled graph is a warm-up: the graph runs
-  once on copies of its inputs (so it is traced and its programs compiled, synchronously, but no input, parameter,
-  buffer or RNG state changes) and the call raises `AsyncCompilationSubmitted` instead of returning. Later calls run
-  normally. Nothing runs in a background thread.
+- ``async_compile`` (bool, default False): the first call of each newly compiled graph is a warm-up: it is traced
+  and recorded once on copies of its inputs, and its program goes to the compile cache's background threads instead
+  of running (no input, parameter, buffer or RNG state changes); the call raises `AsyncCompilationSubmitted`
+  instead of returning. Later calls run normally, waiting for the program if it is still being compiled
+  (`torch_tpu.compile.warmup`).
 - ``num_dynamic_buckets`` (int 1..8) and ``bucket_size`` (int > 0, default 128): for graphs with dynamic sizes whose
   padding `torch_tpu.compile.bucketing` proves safe, sizes are padded up to one of `num_dynamic_buckets` buckets
   `bucket_size` apart, the first being the smallest multiple of `bucket_size` that holds the first size seen; a

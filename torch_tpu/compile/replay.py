@@ -13,7 +13,9 @@ the host) is never captured and keeps running through the fused engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -27,6 +29,7 @@ MAX_FAILED = 3  # captures refused in a row before a graph stops trying
 
 _ENABLED: bool | None = None
 last_refusal = ""  # why the most recent capture (of any graph) was refused
+_warming = threading.local()  # .on: captures on this thread compile in the background and do not run
 
 
 def enabled() -> bool:
@@ -47,6 +50,19 @@ def _device_of(args: Sequence[Any]) -> int | None:
         if isinstance(a, torch.Tensor) and a.device.type == "tpu":
             return a.device.index
     return None
+
+
+@contextlib.contextmanager
+def compile_only() -> Iterator[None]:
+    """Captures made on this thread inside the block hand their program to the background compiler and do not run
+    it (async_compile's warm-up: the call's results are never computed, so the caller must drop them). A call that
+    cannot be captured runs as usual."""
+    previous = getattr(_warming, "on", False)
+    _warming.on = True
+    try:
+        yield
+    finally:
+        _warming.on = previous
 
 
 class Replayed:
@@ -84,7 +100,7 @@ class Replayed:
                 outs = self.fn(*args)
             finally:
                 flat = None if outs is None else list(outs) if isinstance(outs, (list, tuple)) else [outs]
-                graph, why = _C._capture_end(device, token, args, flat)
+                graph, why = _C._capture_end(device, token, args, flat, getattr(_warming, "on", False))
         if graph is None:
             global last_refusal
             self.failed += 1

@@ -2,9 +2,9 @@
 
 Differences from TorchTPU worth knowing (details in `torch_tpu.compile.options`):
 
-- compilation is synchronous; ``async_compile`` turns a graph's first call into a warm-up that compiles and runs
-  the graph on copies of its inputs and then raises `AsyncCompilationSubmitted`, so `resolve_compilations` has
-  nothing left to wait for;
+- ``async_compile``: a graph's first call is traced on the caller's thread and recorded on copies of its inputs,
+  and its program is compiled on background threads instead of run (the first run's own program, which TorchTPU
+  skips, is the one a later call's capture replays here); `resolve_compilations` waits for those compilations;
 - ``.serialize()`` of a compiled graph returns the Dynamo graph and its inputs' metadata, which torch's precompile
   saves; loading compiles the graph again (its programs come from the disk cache);
 - ``dynamic=True`` is supported (TorchTPU refuses it): dynamic sizes are padded to buckets where that is safe.
@@ -80,16 +80,15 @@ class TpuBackend:
 
 
 def clear_cache() -> None:
-    """Clears the state every live `TpuBackend` keeps (the graphs kept in debug mode, the counts). Nothing is
-    pending to flush here: no compilation runs in the background. Compiled programs stay in the engine's cache
-    (`torch.tpu._clear_cache()` drops those)."""
+    """Clears the state every live `TpuBackend` keeps (the graphs kept in debug mode, the counts). Background
+    compilations go on (their programs enter the engine's cache, which `torch.tpu._clear_cache()` drops)."""
     for backend in list(_BACKENDS):
         backend.clear_cache()
 
 
 def resolve_compilations(artifacts: Iterable[Any]) -> int:
     """Waits for each artifact (a compiled graph or an `AsyncCompilationSubmitted`) to finish compiling and returns
-    how many it resolved. Our compilations are synchronous, so this only counts them."""
+    how many it resolved."""
     resolved = 0
     for item in artifacts:
         resolve = getattr(item, "resolve", None)
@@ -122,8 +121,9 @@ def async_compile(
     the compiled function (warm-ups and later calls) under ``torch.no_grad()``; pass False for training.
     `backend_kwargs` are backend options (e.g. ``num_dynamic_buckets``).
 
-    Here each warm-up compiles synchronously: it traces the function, runs the graph once on copies of the inputs
-    (compiling its programs; the inputs, parameters and RNG state are left as they were) and moves on.
+    Each warm-up traces the function and records the graph once on copies of the inputs, hands its program to the
+    background compiler (the inputs, parameters and RNG state are left as they were) and moves on to the next
+    input set; the compilations are resolved before this returns.
     """
     compiled: Callable[..., Any] = torch.compile(
         fn, backend="tpu", fullgraph=True, dynamic=False, options={"async_compile": True, **backend_kwargs}
