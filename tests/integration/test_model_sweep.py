@@ -79,6 +79,21 @@ def test_float64_arbiter_passes_rounding_and_keeps_real_differences() -> None:
     assert _float64_arbiter(run64, cpu, close, notes) == {"result": "pass"}
     assert _float64_arbiter(run64, cpu, wrong, notes) == {}
     assert "grad.linear.weight" in notes[-1] and "train vs float64" in notes[-1]
+    # CPU's own spread: a reordered CPU run (another summation order) as far from float64 as tpu lets tpu pass;
+    # one as close as the first does not
+    spread = dict(cpu, **{"grad.linear.weight": cpu["grad.linear.weight"] * 1.012})
+    assert _float64_arbiter(run64, cpu, wrong, notes, reordered=lambda: spread) == {"result": "pass"}
+    assert "either order" in notes[-1]
+    assert _float64_arbiter(run64, cpu, wrong, notes, reordered=lambda: cpu) == {}
+
+
+def test_a_head_without_a_loss_trains_on_its_first_output() -> None:
+    from tools.model_sweep.worker import _loss
+
+    logits = torch.tensor([[1.0, 3.0]])
+    assert torch.equal(_loss({"logits": logits, "hidden": logits * 2}), logits.mean())
+    assert torch.equal(_loss({"loss": torch.tensor(5.0), "logits": logits}), torch.tensor(5.0))
+    assert torch.equal(_loss((torch.tensor(2.0), logits)), torch.tensor(2.0))
 
 
 def test_tiny_hybrids_keep_one_layer_of_every_kind():

@@ -144,9 +144,11 @@ def markdown(data: dict[str, Any]) -> str:
         " flattened patches with their grid, or a bare `hidden_states`). tpu must match the CPU: every floating"
         " tensor of a forward pass"
         " (max abs error within 1e-4 of max(1, |CPU tensor|)), greedy generation of 4 tokens (equal tokens), and one"
-        " AdamW training step where the head has a loss (loss, every gradient, every parameter after the step)."
+        " AdamW training step where the head takes labels (loss, every gradient, every parameter after the step;"
+        " a head that computes no loss from them trains on the mean of its first output)."
         " A training step that mismatches is run again in float64 on the CPU: where tpu's loss and gradients are as"
-        " close to float64 as CPU's own float32 ones (within twice CPU's error, or 1e-4), the difference is the"
+        " close to float64 as CPU's own float32 ones (within twice CPU's error, or 1e-4; CPU's error is also taken"
+        " from the same step with channels-last convolutions, another summation order), the difference is the"
         " model's conditioning and the step passes, with a note giving both errors.",
         "",
         "Results: **pass**; **fallback** (right, but some aten op ran through the CPU fallback); **mismatch**;"
